@@ -1,0 +1,156 @@
+/*
+ * ucx_mr — a UCX multi-rail transport that survives the loss of a plane.
+ *
+ * One UCP context and worker per plane, each restricted to that plane's
+ * device, so a failure on one plane fails only that plane's endpoints (a UCX
+ * 1.13 endpoint bundles its lanes and fails as a whole). Endpoints are per
+ * (peer, plane), created lazily in PEER error mode.
+ *
+ * A message is identified by a 64-bit key, split into stripes over the peer's
+ * live planes by per-plane weights, and cut into segments. The receiver
+ * places each segment by offset whatever plane it arrives on, drops
+ * duplicates and acknowledges the whole message once; a send completes when
+ * that acknowledgement arrives, so a segment lost on a dying plane is re-sent
+ * on a surviving one before the send is reported done.
+ *
+ * Health: the UCX endpoint error callback, and a stall watchdog for silent
+ * black holes (a plane that answers nothing while another plane to the same
+ * peer answers is declared down). A downed (peer, plane) is probed in the
+ * background with backoff and re-admitted when it answers.
+ *
+ * Threading: one context is used by one thread at a time (like a UCP worker
+ * in single-thread mode). Nothing here knows about MPI.
+ */
+#ifndef DUALRAIL_UCX_MR_H
+#define DUALRAIL_UCX_MR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dualrail/planes.h"
+#include "dualrail/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dr_mr dr_mr_t;
+typedef struct dr_mr_req dr_mr_req_t;
+
+/* Log levels passed to the log callback. */
+enum { DR_LOG_WARN = 0, DR_LOG_INFO = 1, DR_LOG_DEBUG = 2 };
+
+typedef void (*dr_mr_log_fn)(int level, const char *msg, void *arg);
+
+typedef struct dr_mr_config {
+    const char *planes;        /* plane list, see planes.h; required */
+    const char *transports;    /* UCX_TLS for every plane context (default "^sm,self,cma") */
+    uint64_t segment_size;     /* bytes per segment on the wire (default 256 KiB) */
+    uint64_t min_stripe;       /* messages up to this size go whole to one plane (default 16 KiB) */
+    uint32_t window;           /* segments in flight per (peer, plane) (default 8) */
+    double stall_timeout;      /* s: a plane silent this long while another answers is down (0.5) */
+    double probe_interval;     /* s: silence after which a busy plane is pinged (0.1) */
+    double peer_timeout;       /* s: every plane silent this long: peer unreachable; 0 = never (30) */
+    double readmit_min;        /* s: first re-admission probe after a failure (0.25) */
+    double readmit_max;        /* s: backoff ceiling for a flapping plane (8) */
+    double flap_window;        /* s: failing again this soon after re-admission doubles the backoff (10) */
+    int verbose;               /* 0: one warning per plane transition; 1: info; 2: debug */
+    const char *name;          /* how log lines name this process (e.g. "rank 3"); default "mr" */
+    dr_mr_log_fn log;          /* NULL: lines go to stderr */
+    void *log_arg;
+} dr_mr_config_t;
+
+/* Fill cfg with defaults (planes = NULL). */
+void dr_mr_config_default(dr_mr_config_t *cfg);
+
+/*
+ * Create a context for process `self` (any id unique in the job, e.g. a rank).
+ * On failure returns an error, *out stays NULL and err holds a one-line reason.
+ */
+dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out, char *err,
+                         size_t errlen);
+void dr_mr_destroy(dr_mr_t *mr);
+
+int dr_mr_num_planes(const dr_mr_t *mr);
+/* The device this process uses on the plane ("ethA"). */
+const char *dr_mr_plane_device(const dr_mr_t *mr, int plane);
+
+/*
+ * This process's address: every plane's packed worker address in one blob,
+ * for out-of-band exchange. Valid until dr_mr_destroy.
+ */
+dr_status_t dr_mr_address(dr_mr_t *mr, const void **addr, size_t *len);
+
+/*
+ * Learn a peer's address blob. Endpoints are created on first use.
+ * DR_ERR_PEER_MISMATCH when the peer's plane count differs (err says both).
+ */
+dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *addr, size_t len, char *err,
+                           size_t errlen);
+
+/*
+ * Start sending len bytes to peer under key. buf must stay untouched until
+ * the request completes. Keys must be unique among the messages between two
+ * processes that are not yet complete at the receiver.
+ */
+dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf, size_t len,
+                        dr_mr_req_t **req);
+
+/* Start receiving the message with key from peer into buf (capacity bytes). */
+dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
+                        dr_mr_req_t **req);
+
+/* Drive every plane; returns non-zero when anything happened. Never blocks. */
+int dr_mr_progress(dr_mr_t *mr);
+
+/*
+ * DR_INPROGRESS while running; otherwise the final status. *len (may be NULL)
+ * gets the bytes received (receives) or sent (sends).
+ */
+dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len);
+
+/*
+ * Progress until req completes or timeout seconds pass (timeout < 0: no
+ * limit — the transfer itself cannot hang: a peer with no plane left fails it).
+ * DR_ERR_TIMEOUT leaves the request running.
+ */
+dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *len);
+
+/* Release a completed request. */
+void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req);
+
+/* Why the last failed request failed: names the peer and every plane's state. */
+const char *dr_mr_last_error(const dr_mr_t *mr);
+
+/* Per-plane weights toward one peer (all planes; 0 keeps a plane idle). */
+dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint32_t *weights, int n);
+
+typedef enum dr_link_state {
+    DR_LINK_UP = 0,     /* in service */
+    DR_LINK_DOWN = 1,   /* failed; probed in the background */
+    DR_LINK_UNUSED = 2  /* never used yet (no endpoint) */
+} dr_link_state_t;
+
+dr_link_state_t dr_mr_link_state(const dr_mr_t *mr, uint32_t peer, int plane);
+
+/* Counters of one plane, summed over peers. */
+typedef struct dr_mr_plane_counters {
+    uint64_t tx_bytes;          /* payload bytes handed to UCX on this plane */
+    uint64_t rx_bytes;          /* payload bytes that arrived on this plane (duplicates included) */
+    uint64_t tx_segments;
+    uint64_t rx_segments;
+    uint64_t errors;            /* (peer, plane) transitions to down */
+    uint64_t reroutes;          /* segments moved off this plane after it failed */
+    uint64_t readmissions;      /* (peer, plane) returns to service */
+    uint64_t duplicates;        /* segments dropped as already received */
+    uint64_t probes;            /* liveness pings and re-admission probes sent */
+    uint64_t last_detect_us;    /* last failure: time from the last sign of life to down */
+} dr_mr_plane_stats_t;
+
+dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,295 @@
+/*
+ * ucx_mr end to end inside one process: two contexts on the loopback device
+ * (one plane), no root and no lab needed. The lab tests cover two planes and
+ * faults; this covers the API contract, matching, and every configuration
+ * error path.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "dualrail/ucx_mr.h"
+
+typedef struct pair {
+    dr_mr_t *a, *b;
+} pair_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int setup(void **state)
+{
+    pair_t *p = calloc(1, sizeof(*p));
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.transports = "tcp";
+    cfg.segment_size = 64 * 1024;
+    char err[256];
+    if (dr_mr_create(&cfg, 0, &p->a, err, sizeof(err)) != DR_OK ||
+        dr_mr_create(&cfg, 1, &p->b, err, sizeof(err)) != DR_OK) {
+        print_error("create: %s\n", err);
+        return -1;
+    }
+    const void *addr;
+    size_t len;
+    dr_mr_address(p->a, &addr, &len);
+    if (dr_mr_add_peer(p->b, 0, addr, len, err, sizeof(err)) != DR_OK) {
+        return -1;
+    }
+    dr_mr_address(p->b, &addr, &len);
+    if (dr_mr_add_peer(p->a, 1, addr, len, err, sizeof(err)) != DR_OK) {
+        return -1;
+    }
+    *state = p;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    pair_t *p = *state;
+    dr_mr_destroy(p->a);
+    dr_mr_destroy(p->b);
+    free(p);
+    return 0;
+}
+
+/* Drive both contexts until both requests complete; bounded at 20 s. */
+static void finish(pair_t *p, dr_mr_req_t *s, dr_mr_req_t *r, dr_status_t *ss, dr_status_t *rs,
+                   size_t *rlen)
+{
+    double end = now_s() + 20;
+    *ss = *rs = DR_INPROGRESS;
+    while ((*ss == DR_INPROGRESS || *rs == DR_INPROGRESS) && now_s() < end) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+        if (*ss == DR_INPROGRESS) {
+            *ss = dr_mr_test(p->a, s, NULL);
+        }
+        if (*rs == DR_INPROGRESS) {
+            *rs = dr_mr_test(p->b, r, rlen);
+        }
+    }
+}
+
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; ++i) {
+        buf[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 11));
+    }
+}
+
+static void test_sizes_both_orders(void **state)
+{
+    pair_t *p = *state;
+    static const size_t sizes[] = {0, 1, 7, 4096, 65536 + 1, 3 * 1024 * 1024 + 5};
+    for (int early = 0; early < 2; ++early) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+            size_t n = sizes[i];
+            unsigned char *src = malloc(n + 1), *dst = malloc(n + 1);
+            fill(src, n, (unsigned)i);
+            memset(dst, 0xee, n + 1);
+            uint64_t key = 1000 + i + 100 * (uint64_t)early;
+            dr_mr_req_t *s = NULL, *r = NULL;
+            if (early) {
+                /* Data first, receive later: the unexpected path. */
+                assert_int_equal(dr_mr_isend(p->a, 1, key, src, n, &s), DR_OK);
+                for (int k = 0; k < 200; ++k) {
+                    dr_mr_progress(p->a);
+                    dr_mr_progress(p->b);
+                }
+                assert_int_equal(dr_mr_irecv(p->b, 0, key, dst, n + 1, &r), DR_OK);
+            } else {
+                assert_int_equal(dr_mr_irecv(p->b, 0, key, dst, n + 1, &r), DR_OK);
+                assert_int_equal(dr_mr_isend(p->a, 1, key, src, n, &s), DR_OK);
+            }
+            dr_status_t ss, rs;
+            size_t got = 12345;
+            finish(p, s, r, &ss, &rs, &got);
+            assert_int_equal(ss, DR_OK);
+            assert_int_equal(rs, DR_OK);
+            assert_int_equal(got, n);
+            assert_memory_equal(src, dst, n);
+            assert_int_equal(dst[n], 0xee); /* nothing written past the message */
+            dr_mr_req_free(p->a, s);
+            dr_mr_req_free(p->b, r);
+            free(src);
+            free(dst);
+        }
+    }
+    dr_mr_plane_stats_t st;
+    assert_int_equal(dr_mr_plane_stats(p->a, 0, &st), DR_OK);
+    assert_true(st.tx_bytes >= 2 * (3 * 1024 * 1024 + 5));
+    assert_int_equal(st.errors, 0);
+}
+
+static void test_keys_match_out_of_order(void **state)
+{
+    pair_t *p = *state;
+    /* Two messages posted in one order, received in the other: keys, not order, match. */
+    int x = 11, y = 22, rx = 0, ry = 0;
+    dr_mr_req_t *s1, *s2, *r1, *r2;
+    assert_int_equal(dr_mr_isend(p->a, 1, 7, &x, sizeof(x), &s1), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, 8, &y, sizeof(y), &s2), DR_OK);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 8, &ry, sizeof(ry), &r2), DR_OK);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 7, &rx, sizeof(rx), &r1), DR_OK);
+    dr_status_t a, b;
+    finish(p, s1, r1, &a, &b, NULL);
+    assert_int_equal(a, DR_OK);
+    assert_int_equal(b, DR_OK);
+    finish(p, s2, r2, &a, &b, NULL);
+    assert_int_equal(a, DR_OK);
+    assert_int_equal(b, DR_OK);
+    assert_int_equal(rx, 11);
+    assert_int_equal(ry, 22);
+    dr_mr_req_free(p->a, s1);
+    dr_mr_req_free(p->a, s2);
+    dr_mr_req_free(p->b, r1);
+    dr_mr_req_free(p->b, r2);
+
+    /* A key may be used again once its previous message completed. */
+    for (int round = 0; round < 3; ++round) {
+        int v = 100 + round, rv = -1;
+        dr_mr_req_t *s, *r;
+        assert_int_equal(dr_mr_isend(p->a, 1, 7, &v, sizeof(v), &s), DR_OK);
+        assert_int_equal(dr_mr_irecv(p->b, 0, 7, &rv, sizeof(rv), &r), DR_OK);
+        finish(p, s, r, &a, &b, NULL);
+        assert_int_equal(b, DR_OK);
+        assert_int_equal(rv, v);
+        dr_mr_req_free(p->a, s);
+        dr_mr_req_free(p->b, r);
+    }
+}
+
+static void test_truncation(void **state)
+{
+    pair_t *p = *state;
+    char big[100], small[10];
+    memset(big, 'x', sizeof(big));
+    memset(small, 0, sizeof(small));
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 55, big, sizeof(big), &s), DR_OK);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 55, small, sizeof(small), &r), DR_OK);
+    dr_status_t a, b;
+    finish(p, s, r, &a, &b, NULL);
+    assert_int_equal(a, DR_OK);            /* the sender is not punished */
+    assert_int_equal(b, DR_ERR_TRUNCATED);
+    for (size_t i = 0; i < sizeof(small); ++i) {
+        assert_int_equal(small[i], 0);     /* nothing partial written */
+    }
+    assert_non_null(strstr(dr_mr_last_error(p->b), "100 bytes"));
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+}
+
+static void test_wait_timeout_and_bad_args(void **state)
+{
+    pair_t *p = *state;
+    int v;
+    dr_mr_req_t *r;
+    assert_int_equal(dr_mr_irecv(p->b, 0, 999, &v, sizeof(v), &r), DR_OK);
+    double t0 = now_s();
+    assert_int_equal(dr_mr_wait(p->b, r, 0.05, NULL), DR_ERR_TIMEOUT);
+    assert_true(now_s() - t0 < 5);
+    /* Complete it so the context is clean for the next test. */
+    dr_mr_req_t *s;
+    int w = 5;
+    assert_int_equal(dr_mr_isend(p->a, 1, 999, &w, sizeof(w), &s), DR_OK);
+    dr_status_t a, b;
+    finish(p, s, r, &a, &b, NULL);
+    assert_int_equal(b, DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+
+    assert_int_equal(dr_mr_isend(p->a, 42, 1, &w, sizeof(w), &s), DR_ERR_INVALID); /* unknown */
+    assert_non_null(strstr(dr_mr_last_error(p->a), "peer 42"));
+    assert_int_equal(dr_mr_isend(p->a, 1, 1, NULL, 4, &s), DR_ERR_INVALID);
+    uint32_t zero = 0, one = 1;
+    assert_int_equal(dr_mr_set_weights(p->a, 1, &zero, 1), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_set_weights(p->a, 1, &one, 2), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_set_weights(p->a, 1, &one, 1), DR_OK);
+}
+
+static void test_add_peer_errors(void **state)
+{
+    pair_t *p = *state;
+    char err[256];
+    const void *addr;
+    size_t len;
+    dr_mr_address(p->a, &addr, &len);
+    /* Own address, or an address given for the wrong id. */
+    assert_int_equal(dr_mr_add_peer(p->a, 0, addr, len, err, sizeof(err)), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_add_peer(p->b, 5, addr, len, err, sizeof(err)), DR_ERR_INVALID);
+    assert_non_null(strstr(err, "belongs to process 0"));
+    /* Garbage and truncation. */
+    assert_int_equal(dr_mr_add_peer(p->b, 0, "hello", 5, err, sizeof(err)), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_add_peer(p->b, 0, addr, len - 3, err, sizeof(err)), DR_ERR_INVALID);
+    assert_non_null(strstr(err, "truncated"));
+    /* A peer with a different plane count. */
+    unsigned char *two = malloc(len);
+    memcpy(two, addr, len);
+    uint32_t vp;
+    memcpy(&vp, two + 4, 4);
+    vp = (vp & 0xffff0000u) | 2u;
+    memcpy(two + 4, &vp, 4);
+    assert_int_equal(dr_mr_add_peer(p->b, 0, two, len, err, sizeof(err)), DR_ERR_PEER_MISMATCH);
+    assert_non_null(strstr(err, "2 plane(s), this process has 1"));
+    free(two);
+}
+
+static void test_create_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *planes;
+        dr_status_t want;
+        const char *mention;
+    } cases[] = {
+        {NULL, DR_ERR_CONFIG, "empty"},
+        {"", DR_ERR_CONFIG, "empty"},
+        {"lo,", DR_ERR_CONFIG, "plane 1"},
+        {"lo,lo", DR_ERR_CONFIG, "plane 0 and plane 1"},
+        {"drnosuchdev0", DR_ERR_NO_DEVICE, "drnosuchdev0"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        dr_mr_config_t cfg;
+        dr_mr_config_default(&cfg);
+        cfg.planes = cases[i].planes;
+        dr_mr_t *mr = (dr_mr_t *)0x1;
+        char err[256] = "";
+        assert_int_equal(dr_mr_create(&cfg, 0, &mr, err, sizeof(err)), cases[i].want);
+        assert_null(mr);
+        assert_non_null(strstr(err, cases[i].mention));
+    }
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.probe_interval = cfg.stall_timeout; /* must be shorter */
+    dr_mr_t *mr;
+    char err[256] = "";
+    assert_int_equal(dr_mr_create(&cfg, 0, &mr, err, sizeof(err)), DR_ERR_INVALID);
+    assert_non_null(strstr(err, "probe_interval"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_both_orders),
+        cmocka_unit_test(test_keys_match_out_of_order),
+        cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_wait_timeout_and_bad_args),
+        cmocka_unit_test(test_add_peer_errors),
+        cmocka_unit_test(test_create_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

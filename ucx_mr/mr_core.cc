@@ -1,0 +1,645 @@
+/*
+ * ucx_mr: contexts, planes, peers, endpoints, pools, logging and the C API
+ * entry points that are not on the data path.
+ */
+#include <sched.h>
+#include <time.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "mr_internal.hpp"
+
+namespace dualrail {
+namespace mr {
+
+uint64_t now_us()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void SegQueue::push(const SegRef &r)
+{
+    if (count_ == buf_.size()) {
+        std::vector<SegRef> bigger(buf_.empty() ? 64 : buf_.size() * 2);
+        for (size_t i = 0; i < count_; ++i) {
+            bigger[i] = buf_[(head_ + i) % buf_.size()];
+        }
+        buf_.swap(bigger);
+        head_ = 0;
+    }
+    buf_[(head_ + count_) % buf_.size()] = r;
+    ++count_;
+}
+
+SegRef SegQueue::pop()
+{
+    SegRef r = buf_[head_];
+    head_ = (head_ + 1) % buf_.size();
+    --count_;
+    return r;
+}
+
+void Mr::log(int level, const char *fmt, ...)
+{
+    if (level > cfg.verbose) {
+        return;
+    }
+    char msg[1024];
+    int n = snprintf(msg, sizeof(msg), "%s: ", name.c_str());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (cfg.log != nullptr) {
+        cfg.log(level, msg, cfg.log_arg);
+    } else {
+        fprintf(stderr, "dualrail %s\n", msg);
+    }
+}
+
+Peer *Mr::peer_get(uint32_t id, bool create)
+{
+    if (id < peers.size() && peers[id]) {
+        return peers[id].get();
+    }
+    if (!create) {
+        return nullptr;
+    }
+    if (id >= peers.size()) {
+        peers.resize((size_t)id + 1);
+    }
+    auto p = std::make_unique<Peer>();
+    p->id = id;
+    p->done.assign(kDoneRing, Done{0, 0, false});
+    for (size_t i = 0; i < planes.size(); ++i) {
+        auto l = std::make_unique<Link>();
+        l->mr = this;
+        l->peer = id;
+        l->plane = (int)i;
+        l->state = DR_LINK_UP;
+        p->links[i] = std::move(l);
+    }
+    peers[id] = std::move(p);
+    return peers[id].get();
+}
+
+Link *Mr::link_get(uint32_t peer, int plane)
+{
+    Peer *p = peer_get(peer, false);
+    return p == nullptr ? nullptr : p->links[plane].get();
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    Link *l = static_cast<Link *>(arg);
+    if (ep != l->ep) {
+        return; /* an endpoint we already replaced */
+    }
+    l->ep_failed = true;
+    l->ep_status = status;
+}
+
+dr_status_t Mr::ep_ensure(Link *l)
+{
+    if (l->ep != nullptr) {
+        return l->ep_failed ? DR_ERR_UCX : DR_OK;
+    }
+    Peer *p = peer_get(l->peer, false);
+    if (p == nullptr || !p->known) {
+        return DR_ERR_INVALID;
+    }
+    ucp_ep_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t *>(p->addrs[l->plane].data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = ep_error_cb;
+    params.err_handler.arg = l;
+    ucp_ep_h ep;
+    ucs_status_t st = ucp_ep_create(planes[l->plane]->worker, &params, &ep);
+    if (st != UCS_OK) {
+        log(DR_LOG_INFO, "peer %u plane %d (%s): cannot create endpoint: %s", l->peer, l->plane,
+            planes[l->plane]->device.c_str(), ucs_status_string(st));
+        return DR_ERR_UCX;
+    }
+    l->ep = ep;
+    l->ep_failed = false;
+    l->ep_status = UCS_OK;
+    l->used = true;
+    return DR_OK;
+}
+
+void Mr::ep_close(Link *l)
+{
+    if (l->ep == nullptr) {
+        return;
+    }
+    ucp_ep_h ep = l->ep;
+    l->ep = nullptr;
+    l->ep_failed = false;
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    /* FORCE: a failed or silent plane cannot be flushed; pending sends are cancelled. */
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &param);
+    if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) {
+        closing.push_back(sp);
+    }
+}
+
+Op *Mr::op_get()
+{
+    if (free_ops.empty()) {
+        ops.push_back(std::make_unique<Op>());
+        free_ops.push_back(ops.back().get());
+    }
+    Op *op = free_ops.back();
+    free_ops.pop_back();
+    op->in_use = true;
+    return op;
+}
+
+void Mr::op_put(Op *op)
+{
+    op->in_use = false;
+    op->req = nullptr;
+    op->link = nullptr;
+    free_ops.push_back(op);
+}
+
+Req *Mr::req_get()
+{
+    if (free_reqs.empty()) {
+        reqs.push_back(std::unique_ptr<Req>(new dr_mr_req()));
+        free_reqs.push_back(reqs.back().get());
+    }
+    Req *r = free_reqs.back();
+    free_reqs.pop_back();
+    r->in_use = true;
+    r->listed = false;
+    r->complete = false;
+    r->status = DR_OK;
+    r->segs.clear();
+    r->got.clear();
+    r->ops = 0;
+    r->acked = false;
+    r->bound = false;
+    r->total = r->received = 0;
+    r->last_plane = 0;
+    return r;
+}
+
+int Mr::live_planes(const Peer *p) const
+{
+    int n = 0;
+    for (size_t i = 0; i < planes.size(); ++i) {
+        n += p->links[i]->state == DR_LINK_UP;
+    }
+    return n;
+}
+
+std::string Mr::peer_state_text(const Peer *p) const
+{
+    std::string s;
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%splane %zu (%s): %s%s%s", i ? "; " : "", i,
+                 planes[i]->device.c_str(), l->state == DR_LINK_UP ? "up" : "down",
+                 l->reason.empty() ? "" : ", ", l->state == DR_LINK_UP ? "" : l->reason.c_str());
+        s += buf;
+    }
+    return s;
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == nullptr || errlen == 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param)
+{
+    Plane *pl = static_cast<Plane *>(arg);
+    if (header_length != sizeof(WireHdr)) {
+        pl->mr->log(DR_LOG_INFO, "plane %d (%s): dropped a message with a %zu-byte header",
+                    pl->index, pl->device.c_str(), header_length);
+        return UCS_OK;
+    }
+    WireHdr h;
+    memcpy(&h, header, sizeof(h));
+    ucs_status_t ret = UCS_OK;
+    pl->mr->on_am(pl, h, data, length, param, &ret);
+    return ret;
+}
+
+static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
+{
+    /* A blocking connect() to a black-holed plane would stall the whole process for
+     * minutes. UCX 1.13 takes this transport setting from the environment only; a
+     * value the user set wins. */
+    setenv("UCX_TCP_CONN_NB", "y", 0);
+    ucp_config_t *config;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK) {
+        set_err(err, errlen, "plane %d: ucp_config_read: %s", pl->index, ucs_status_string(st));
+        return DR_ERR_UCX;
+    }
+    struct {
+        const char *key, *value;
+    } settings[] = {
+        {"NET_DEVICES", pl->device.c_str()},
+        {"TLS", mr->transports.c_str()},
+    };
+    for (auto &s : settings) {
+        st = ucp_config_modify(config, s.key, s.value);
+        if (st != UCS_OK) {
+            set_err(err, errlen, "plane %d (%s): cannot set UCX %s=%s: %s", pl->index,
+                    pl->device.c_str(), s.key, s.value, ucs_status_string(st));
+            ucp_config_release(config);
+            return DR_ERR_UCX;
+        }
+    }
+    ucp_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM;
+    params.name = "dualrail";
+    st = ucp_init(&params, config, &pl->context);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        set_err(err, errlen, "plane %d (%s): ucp_init: %s (is the device usable with UCX_TLS=%s?)",
+                pl->index, pl->device.c_str(), ucs_status_string(st), mr->transports.c_str());
+        pl->context = nullptr;
+        return DR_ERR_UCX;
+    }
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = ucp_worker_create(pl->context, &wp, &pl->worker);
+    if (st != UCS_OK) {
+        set_err(err, errlen, "plane %d (%s): ucp_worker_create: %s", pl->index, pl->device.c_str(),
+                ucs_status_string(st));
+        pl->worker = nullptr;
+        return DR_ERR_UCX;
+    }
+    ucp_am_handler_param_t hp;
+    memset(&hp, 0, sizeof(hp));
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    hp.id = kAmId;
+    hp.cb = am_cb;
+    hp.arg = pl;
+    hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+    st = ucp_worker_set_am_recv_handler(pl->worker, &hp);
+    if (st != UCS_OK) {
+        set_err(err, errlen, "plane %d (%s): set_am_recv_handler: %s", pl->index,
+                pl->device.c_str(), ucs_status_string(st));
+        return DR_ERR_UCX;
+    }
+    ucp_worker_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS;
+    /* Network addresses only: a peer must never reach us over shared memory. */
+    attr.address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY;
+    st = ucp_worker_query(pl->worker, &attr);
+    if (st != UCS_OK) {
+        set_err(err, errlen, "plane %d (%s): worker address: %s", pl->index, pl->device.c_str(),
+                ucs_status_string(st));
+        return DR_ERR_UCX;
+    }
+    pl->address = attr.address;
+    pl->address_len = attr.address_length;
+    return DR_OK;
+}
+
+static void put_u32(std::vector<uint8_t> &b, uint32_t v)
+{
+    uint8_t x[4];
+    memcpy(x, &v, 4);
+    b.insert(b.end(), x, x + 4);
+}
+
+static void mr_teardown(Mr *mr)
+{
+    for (auto &p : mr->peers) {
+        if (!p) {
+            continue;
+        }
+        for (size_t i = 0; i < mr->planes.size(); ++i) {
+            mr->ep_close(p->links[i].get());
+        }
+    }
+    /* Let forced closes and cancelled sends finish; bounded. */
+    uint64_t deadline = now_us() + 2000000;
+    while (!mr->closing.empty() && now_us() < deadline) {
+        for (auto &pl : mr->planes) {
+            if (pl->worker) {
+                ucp_worker_progress(pl->worker);
+            }
+        }
+        for (size_t i = 0; i < mr->closing.size();) {
+            if (ucp_request_check_status(mr->closing[i]) != UCS_INPROGRESS) {
+                ucp_request_free(mr->closing[i]);
+                mr->closing[i] = mr->closing.back();
+                mr->closing.pop_back();
+            } else {
+                ++i;
+            }
+        }
+    }
+    for (auto &p : mr->peers) {
+        if (!p) {
+            continue;
+        }
+        for (auto &u : p->unexpected) {
+            if (u.ucx_owned) {
+                ucp_am_data_release(mr->planes[u.plane]->worker, u.data);
+            } else {
+                free(u.data);
+            }
+        }
+        p->unexpected.clear();
+    }
+    for (auto &pl : mr->planes) {
+        if (pl->address) {
+            ucp_worker_release_address(pl->worker, pl->address);
+        }
+        if (pl->worker) {
+            ucp_worker_destroy(pl->worker);
+        }
+        if (pl->context) {
+            ucp_cleanup(pl->context);
+        }
+    }
+    mr->planes.clear();
+}
+
+} // namespace mr
+} // namespace dualrail
+
+using namespace dualrail::mr;
+
+extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->transports = "^sm,self,cma";
+    cfg->segment_size = 256 * 1024;
+    cfg->min_stripe = 16 * 1024;
+    cfg->window = 8;
+    cfg->stall_timeout = 0.5;
+    cfg->probe_interval = 0.1;
+    cfg->peer_timeout = 30.0;
+    cfg->readmit_min = 0.25;
+    cfg->readmit_max = 8.0;
+    cfg->flap_window = 10.0;
+    cfg->verbose = 0;
+    cfg->name = "mr";
+}
+
+extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out,
+                                    char *err, size_t errlen)
+{
+    if (out == nullptr || cfg == nullptr) {
+        set_err(err, errlen, "dr_mr_create: NULL argument");
+        return DR_ERR_INVALID;
+    }
+    *out = nullptr;
+    if (cfg->segment_size < 4096 || cfg->window == 0 || cfg->stall_timeout <= 0 ||
+        cfg->probe_interval <= 0 || cfg->probe_interval >= cfg->stall_timeout ||
+        cfg->peer_timeout < 0 || cfg->readmit_min <= 0 || cfg->readmit_max < cfg->readmit_min) {
+        set_err(err, errlen, "invalid ucx_mr settings: need segment_size >= 4096, window >= 1, "
+                "0 < probe_interval < stall_timeout, peer_timeout >= 0, "
+                "0 < readmit_min <= readmit_max");
+        return DR_ERR_INVALID;
+    }
+    dr_plane_list_t list;
+    dr_status_t st = dr_plane_list_parse(cfg->planes, &list, err, errlen);
+    if (st != DR_OK) {
+        return st;
+    }
+    st = dr_plane_list_check(&list, nullptr, nullptr, err, errlen);
+    if (st != DR_OK) {
+        return st;
+    }
+    dr_mr *mr = new (std::nothrow) dr_mr();
+    if (mr == nullptr) {
+        set_err(err, errlen, "out of memory");
+        return DR_ERR_NO_MEMORY;
+    }
+    try {
+        mr->cfg = *cfg;
+        mr->planes_text = cfg->planes;
+        mr->transports = cfg->transports ? cfg->transports : "^sm,self,cma";
+        mr->name = cfg->name ? cfg->name : "mr";
+        mr->cfg.planes = mr->planes_text.c_str();
+        mr->cfg.transports = mr->transports.c_str();
+        mr->cfg.name = mr->name.c_str();
+        mr->self = self;
+        mr->list = list;
+        mr->stall_us = (uint64_t)(cfg->stall_timeout * 1e6);
+        mr->probe_us = (uint64_t)(cfg->probe_interval * 1e6);
+        mr->peer_timeout_us = (uint64_t)(cfg->peer_timeout * 1e6);
+        mr->readmit_min_us = (uint64_t)(cfg->readmit_min * 1e6);
+        mr->readmit_max_us = (uint64_t)(cfg->readmit_max * 1e6);
+        mr->flap_us = (uint64_t)(cfg->flap_window * 1e6);
+        for (int i = 0; i < list.nplanes; ++i) {
+            auto pl = std::make_unique<Plane>();
+            pl->mr = mr;
+            pl->index = i;
+            pl->device = dr_plane_select_device(&list.planes[i]);
+            mr->planes.push_back(std::move(pl));
+            st = plane_open(mr, mr->planes.back().get(), err, errlen);
+            if (st != DR_OK) {
+                mr_teardown(mr);
+                delete mr;
+                return st;
+            }
+            mr->log(DR_LOG_INFO, "plane %d uses device %s", i, mr->planes.back()->device.c_str());
+        }
+        /* Address blob: magic, version, plane count, id, then per plane: device, address. */
+        put_u32(mr->blob, kAddrMagic);
+        put_u32(mr->blob, ((uint32_t)kWireVersion << 16) | (uint32_t)list.nplanes);
+        put_u32(mr->blob, self);
+        for (auto &pl : mr->planes) {
+            put_u32(mr->blob, (uint32_t)pl->device.size());
+            mr->blob.insert(mr->blob.end(), pl->device.begin(), pl->device.end());
+            put_u32(mr->blob, (uint32_t)pl->address_len);
+            const uint8_t *a = reinterpret_cast<const uint8_t *>(pl->address);
+            mr->blob.insert(mr->blob.end(), a, a + pl->address_len);
+        }
+    } catch (const std::bad_alloc &) {
+        mr_teardown(mr);
+        delete mr;
+        set_err(err, errlen, "out of memory");
+        return DR_ERR_NO_MEMORY;
+    }
+    *out = mr;
+    return DR_OK;
+}
+
+extern "C" void dr_mr_destroy(dr_mr_t *mr)
+{
+    if (mr == nullptr) {
+        return;
+    }
+    mr_teardown(mr);
+    delete mr;
+}
+
+extern "C" int dr_mr_num_planes(const dr_mr_t *mr)
+{
+    return (int)mr->planes.size();
+}
+
+extern "C" const char *dr_mr_plane_device(const dr_mr_t *mr, int plane)
+{
+    if (plane < 0 || plane >= (int)mr->planes.size()) {
+        return nullptr;
+    }
+    return mr->planes[plane]->device.c_str();
+}
+
+extern "C" dr_status_t dr_mr_address(dr_mr_t *mr, const void **addr, size_t *len)
+{
+    if (mr == nullptr || addr == nullptr || len == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    *addr = mr->blob.data();
+    *len = mr->blob.size();
+    return DR_OK;
+}
+
+static bool get_u32(const uint8_t *&p, const uint8_t *end, uint32_t *v)
+{
+    if (end - p < 4) {
+        return false;
+    }
+    memcpy(v, p, 4);
+    p += 4;
+    return true;
+}
+
+extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *addr, size_t len,
+                                      char *err, size_t errlen)
+{
+    if (mr == nullptr || addr == nullptr) {
+        set_err(err, errlen, "dr_mr_add_peer: NULL argument");
+        return DR_ERR_INVALID;
+    }
+    if (peer == mr->self) {
+        set_err(err, errlen, "peer %u is this process", peer);
+        return DR_ERR_INVALID;
+    }
+    const uint8_t *p = static_cast<const uint8_t *>(addr), *end = p + len;
+    uint32_t magic, vp, id;
+    if (!get_u32(p, end, &magic) || magic != kAddrMagic || !get_u32(p, end, &vp) ||
+        !get_u32(p, end, &id)) {
+        set_err(err, errlen, "peer %u: not a dualrail address (%zu bytes)", peer, len);
+        return DR_ERR_INVALID;
+    }
+    if ((vp >> 16) != kWireVersion) {
+        set_err(err, errlen, "peer %u speaks wire version %u, this process %u", peer, vp >> 16,
+                kWireVersion);
+        return DR_ERR_PEER_MISMATCH;
+    }
+    uint32_t nplanes = vp & 0xffff;
+    if (nplanes != mr->planes.size()) {
+        set_err(err, errlen, "peer %u has %u plane(s), this process has %zu: every process "
+                "must be configured with the same planes", peer, nplanes, mr->planes.size());
+        return DR_ERR_PEER_MISMATCH;
+    }
+    if (id != peer) {
+        set_err(err, errlen, "address given for peer %u belongs to process %u", peer, id);
+        return DR_ERR_INVALID;
+    }
+    std::vector<std::vector<uint8_t>> addrs(nplanes);
+    std::vector<std::string> devices(nplanes);
+    for (uint32_t i = 0; i < nplanes; ++i) {
+        uint32_t n;
+        if (!get_u32(p, end, &n) || (size_t)(end - p) < n) {
+            set_err(err, errlen, "peer %u: truncated address", peer);
+            return DR_ERR_INVALID;
+        }
+        devices[i].assign(reinterpret_cast<const char *>(p), n);
+        p += n;
+        if (!get_u32(p, end, &n) || (size_t)(end - p) < n || n == 0) {
+            set_err(err, errlen, "peer %u: truncated address", peer);
+            return DR_ERR_INVALID;
+        }
+        addrs[i].assign(p, p + n);
+        p += n;
+    }
+    Peer *pe = mr->peer_get(peer, true);
+    for (uint32_t i = 0; i < nplanes; ++i) {
+        mr->ep_close(pe->links[i].get());
+    }
+    pe->addrs.swap(addrs);
+    pe->devices.swap(devices);
+    pe->known = true;
+    return DR_OK;
+}
+
+extern "C" const char *dr_mr_last_error(const dr_mr_t *mr)
+{
+    return mr->last_error.c_str();
+}
+
+extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint32_t *weights,
+                                         int n)
+{
+    if (mr == nullptr || weights == nullptr || n != (int)mr->planes.size()) {
+        return DR_ERR_INVALID;
+    }
+    uint64_t sum = 0;
+    for (int i = 0; i < n; ++i) {
+        sum += weights[i];
+    }
+    if (sum == 0) {
+        return DR_ERR_INVALID;
+    }
+    Peer *p = mr->peer_get(peer, true);
+    for (int i = 0; i < n; ++i) {
+        p->links[i]->weight = weights[i];
+    }
+    return DR_OK;
+}
+
+extern "C" dr_link_state_t dr_mr_link_state(const dr_mr_t *mr, uint32_t peer, int plane)
+{
+    if (plane < 0 || plane >= (int)mr->planes.size() || peer >= mr->peers.size() ||
+        !mr->peers[peer]) {
+        return DR_LINK_UNUSED;
+    }
+    const Link *l = mr->peers[peer]->links[plane].get();
+    if (l->state == DR_LINK_UP && !l->used) {
+        return DR_LINK_UNUSED;
+    }
+    return l->state;
+}
+
+extern "C" dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out)
+{
+    if (mr == nullptr || out == nullptr || plane < 0 || plane >= (int)mr->planes.size()) {
+        return DR_ERR_INVALID;
+    }
+    *out = mr->planes[plane]->stats;
+    return DR_OK;
+}

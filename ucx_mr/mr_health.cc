@@ -1,0 +1,269 @@
+/*
+ * ucx_mr plane health: detection, re-routing, re-admission.
+ *
+ * Per (peer, plane) link:
+ *
+ *        endpoint error / stall / peer's kDown
+ *   UP ─────────────────────────────────────────▶ DOWN
+ *    ▲                                              │ probe after backoff:
+ *    │          kPong answering our probe           │ fresh endpoint + kPing
+ *    └──────────────────────────────────────────────┘ (no answer: backoff x2)
+ *
+ * Stall rule (silent black holes, which TCP reports only after minutes): a
+ * busy link silent for probe_interval is pinged. It is declared down when it
+ * stays silent for stall_timeout *after another plane of the same peer has
+ * answered* — a peer that is merely busy (not progressing) answers on no plane
+ * and so is never blamed on one. A link that is only slow keeps completing
+ * sends and receiving data, which counts as progress.
+ *
+ * Every peer silent on all planes for peer_timeout fails the peer.
+ */
+#include <algorithm>
+#include <cstdio>
+
+#include "mr_internal.hpp"
+
+namespace dualrail {
+namespace mr {
+
+void Mr::note_progress(Link *l, uint64_t now)
+{
+    if (l->state != DR_LINK_UP) {
+        return;
+    }
+    l->last_progress = now;
+    l->ping_out = false;
+    l->other_alive = 0;
+    Peer *p = peers[l->peer].get();
+    for (size_t i = 0; i < planes.size(); ++i) {
+        Link *o = p->links[i].get();
+        if (o != l && o->state == DR_LINK_UP && o->ping_out && o->other_alive == 0) {
+            o->other_alive = now;
+        }
+    }
+}
+
+void Mr::fail_peer(Peer *p)
+{
+    char head[128];
+    snprintf(head, sizeof(head), "peer %u: no plane left (", p->id);
+    last_error = head + peer_state_text(p) + ")";
+    log(DR_LOG_WARN, "%s", last_error.c_str());
+    for (Req *r : p->sends) {
+        if (!r->complete && !r->acked && r->status == DR_OK) {
+            r->status = DR_ERR_PEER_UNREACHABLE;
+        }
+    }
+    for (Req *r : p->recvs) {
+        if (!r->complete) {
+            r->status = DR_ERR_PEER_UNREACHABLE;
+            r->complete = true; /* receives are copied out in callbacks: nothing to wait for */
+        }
+    }
+}
+
+void Mr::declare_down(Link *l, const std::string &why)
+{
+    if (l->state != DR_LINK_UP) {
+        return;
+    }
+    const uint64_t now = now_us();
+    Peer *p = peers[l->peer].get();
+    Plane *pl = planes[l->plane].get();
+    l->state = DR_LINK_DOWN;
+    ++l->gen;
+    l->reason = why;
+    l->down_at = now;
+    const uint64_t seen = std::max(l->last_progress, p->busy_since);
+    pl->stats.last_detect_us = seen != 0 && now > seen ? now - seen : 0;
+    ++pl->stats.errors;
+    /* Anti-flap: failing again soon after coming back doubles the hold-down time. */
+    if (l->readmitted_at != 0 && now - l->readmitted_at < flap_us) {
+        l->backoff = std::min(std::max(l->backoff, readmit_min_us) * 2, readmit_max_us);
+    } else {
+        l->backoff = readmit_min_us;
+    }
+    l->next_probe = now + l->backoff;
+    l->ping_out = l->probe_out = false;
+    l->remote_down = false;
+    l->inflight = 0; /* operations of the old generation no longer count */
+    ep_close(l);
+    const int left = live_planes(p);
+    log(DR_LOG_WARN, "peer %u plane %d (%s -> %s) down: %s; %d plane(s) left, retry in %.2f s",
+        p->id, l->plane, pl->device.c_str(),
+        p->devices.size() > (size_t)l->plane ? p->devices[l->plane].c_str() : "?", why.c_str(),
+        left, (double)l->backoff / 1e6);
+    if (left == 0) {
+        l->queue.clear();
+        fail_peer(p);
+        return;
+    }
+    /* Re-route: every segment of an unacknowledged send that rode this plane goes again on
+     * the live plane with the shortest queue; the receiver drops what it already has. */
+    for (Req *r : p->sends) {
+        if (r->complete || r->acked || r->status != DR_OK) {
+            continue;
+        }
+        bool moved = false;
+        for (uint32_t s = 0; s < r->segs.size(); ++s) {
+            Seg &seg = r->segs[s];
+            if (seg.plane != l->plane) {
+                continue;
+            }
+            Link *best = nullptr;
+            for (size_t i = 0; i < planes.size(); ++i) {
+                Link *o = p->links[i].get();
+                if (o->state == DR_LINK_UP && (best == nullptr || o->queue.size() < best->queue.size())) {
+                    best = o;
+                }
+            }
+            seg.plane = best->plane;
+            ++seg.attempt;
+            best->queue.push(SegRef{r, r->gen, s, seg.attempt});
+            ++pl->stats.reroutes;
+            moved = true;
+        }
+        if (!moved && !r->segs.empty()) {
+            /* Nothing rode this plane, but its ack may have: re-send one segment to draw a
+             * fresh ack on a live plane. */
+            Seg &seg = r->segs[0];
+            Link *o = nullptr;
+            for (size_t i = 0; i < planes.size() && o == nullptr; ++i) {
+                if (p->links[i]->state == DR_LINK_UP) {
+                    o = p->links[i].get();
+                }
+            }
+            seg.plane = o->plane;
+            ++seg.attempt;
+            o->queue.push(SegRef{r, r->gen, 0, seg.attempt});
+        }
+    }
+    l->queue.clear();
+    /* Tell the peer, on a live plane, so it stops using this plane before it notices itself. */
+    for (size_t i = 0; i < planes.size(); ++i) {
+        Link *o = p->links[i].get();
+        if (o->state == DR_LINK_UP) {
+            WireHdr h{kDown, (uint8_t)i, kWireVersion, self, 0, (uint32_t)l->plane, 0, 0, 0};
+            ctrl.push_back(Ctrl{o, h});
+            break;
+        }
+    }
+}
+
+void Mr::readmit(Link *l)
+{
+    Peer *p = peers[l->peer].get();
+    const uint64_t now = now_us();
+    l->state = DR_LINK_UP;
+    ++l->gen;
+    l->probe_out = false;
+    l->ping_out = false;
+    l->other_alive = 0;
+    l->last_progress = now;
+    l->readmitted_at = now;
+    l->inflight = 0;
+    l->reason.clear();
+    ++planes[l->plane]->stats.readmissions;
+    log(DR_LOG_WARN, "peer %u plane %d (%s) re-admitted after %.2f s down", p->id, l->plane,
+        planes[l->plane]->device.c_str(), (double)(now - l->down_at) / 1e6);
+}
+
+void Mr::handle_deferred()
+{
+    for (auto &p : peers) {
+        if (!p) {
+            continue;
+        }
+        for (size_t i = 0; i < planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (l->state == DR_LINK_UP && l->ep_failed) {
+                declare_down(l, std::string("endpoint error: ") +
+                                    (l->ep_status == UCS_OK ? "cannot connect"
+                                                            : ucs_status_string(l->ep_status)));
+            } else if (l->state == DR_LINK_UP && l->remote_down) {
+                declare_down(l, "the peer lost this plane");
+            } else if (l->state == DR_LINK_DOWN && l->ep_failed) {
+                /* A failed probe endpoint: drop it; the next probe makes a fresh one. */
+                ep_close(l);
+                l->probe_out = false;
+            }
+        }
+    }
+}
+
+void Mr::watchdog(uint64_t now)
+{
+    for (auto &pp : peers) {
+        Peer *p = pp.get();
+        if (p == nullptr || !p->known) {
+            continue;
+        }
+        const bool busy = !p->sends.empty() || !p->recvs.empty();
+        int up = 0, silent = 0;
+        for (size_t i = 0; i < planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (l->state == DR_LINK_DOWN) {
+                if (!l->probe_out && now >= l->next_probe) {
+                    if (ep_ensure(l) == DR_OK) {
+                        ctrl_post(l, kPing, 0, 0, ++l->probe_id, 1);
+                        ++planes[i]->stats.probes;
+                        l->probe_out = true;
+                        l->probe_sent = now;
+                    } else {
+                        ep_close(l);
+                        l->next_probe = now + l->backoff;
+                    }
+                } else if (l->probe_out && now - l->probe_sent > std::max(stall_us, (uint64_t)1000000)) {
+                    ep_close(l);
+                    l->probe_out = false;
+                    l->backoff = std::min(l->backoff * 2, readmit_max_us);
+                    l->next_probe = now + l->backoff;
+                    log(DR_LOG_INFO, "peer %u plane %d (%s): probe unanswered, next in %.2f s",
+                        p->id, (int)i, planes[i]->device.c_str(), (double)l->backoff / 1e6);
+                }
+                continue;
+            }
+            if (!busy) {
+                continue;
+            }
+            ++up;
+            const uint64_t since = std::max(l->last_progress, p->busy_since);
+            if (now - since > probe_us && !l->ping_out) {
+                ctrl_post(l, kPing, 0, 0, ++l->ping_id, 0);
+                ++planes[i]->stats.probes;
+                log(DR_LOG_DEBUG, "peer %u plane %d: silent %.3f s, ping %u", p->id, (int)i,
+                    (double)(now - since) / 1e6, l->ping_id);
+                l->ping_out = true;
+                l->ping_sent = now;
+                l->other_alive = 0;
+            }
+            if (peer_timeout_us != 0 && now - since > peer_timeout_us) {
+                ++silent;
+            }
+        }
+        if (!busy) {
+            continue;
+        }
+        for (size_t i = 0; i < planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (l->state == DR_LINK_UP && l->ping_out && l->other_alive != 0 &&
+                now - l->other_alive > stall_us) {
+                char why[160];
+                snprintf(why, sizeof(why), "silent for %.2f s while another plane answered",
+                         (double)(now - std::max(l->last_progress, p->busy_since)) / 1e6);
+                declare_down(l, why);
+            }
+        }
+        if (up != 0 && silent == up) {
+            char why[128];
+            snprintf(why, sizeof(why), "peer silent on every plane for %.1f s",
+                     (double)peer_timeout_us / 1e6);
+            for (size_t i = 0; i < planes.size(); ++i) {
+                declare_down(p->links[i].get(), why);
+            }
+        }
+    }
+}
+
+} // namespace mr
+} // namespace dualrail

@@ -1,0 +1,263 @@
+/*
+ * ucx_mr internals: the objects behind the C API in include/dualrail/ucx_mr.h.
+ *
+ *   Mr ── Plane[p]        one UCP context + worker per plane, pinned to a device
+ *    └─── Peer[id] ── Link[p]   one endpoint per (peer, plane), with its health
+ *
+ * Callbacks from UCX only record facts (a completion, an error, a message);
+ * every decision (declare down, re-route, complete a request) is taken in
+ * dr_mr_progress() after the workers have been progressed, so no UCX call is
+ * made from inside a UCX callback.
+ */
+#ifndef DUALRAIL_MR_INTERNAL_HPP
+#define DUALRAIL_MR_INTERNAL_HPP
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dualrail/stripe.h"
+#include "dualrail/ucx_mr.h"
+
+namespace dualrail {
+namespace mr {
+
+constexpr unsigned kAmId = 0x1d;
+constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
+constexpr uint16_t kWireVersion = 1;
+constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
+constexpr uint64_t kStripeAlign = 64;
+
+enum MsgType : uint8_t { kData = 1, kAck = 2, kPing = 3, kPong = 4, kDown = 5 };
+
+/* Every message starts with this header; the payload (kData only) follows. */
+struct WireHdr {
+    uint8_t type;
+    uint8_t plane;     /* sender's plane index: must equal the receiving plane */
+    uint16_t version;
+    uint32_t src;      /* sender's process id */
+    uint32_t msg_id;   /* sender's per-peer message number: tells two uses of a key apart */
+    uint32_t aux;      /* ping/pong id */
+    uint64_t key;
+    uint64_t total;    /* message length (kData); probe flag (kPing/kPong) */
+    uint64_t offset;   /* segment offset (kData) */
+};
+static_assert(sizeof(WireHdr) == 40, "wire header layout");
+
+uint64_t now_us();
+
+struct Mr;
+struct Req;
+
+/* A segment waiting for window space on a link. Stale refs are skipped. */
+struct SegRef {
+    Req *req;
+    uint32_t req_gen;
+    uint32_t seg;
+    uint32_t attempt;
+};
+
+/* A ring of SegRefs; grows (rarely) but never shrinks, so steady state allocates nothing. */
+class SegQueue {
+public:
+    bool empty() const { return count_ == 0; }
+    size_t size() const { return count_; }
+    void push(const SegRef &r);
+    SegRef pop();
+    void clear() { head_ = count_ = 0; }
+
+private:
+    std::vector<SegRef> buf_;
+    size_t head_ = 0;
+    size_t count_ = 0;
+};
+
+struct Plane {
+    Mr *mr = nullptr;
+    int index = 0;
+    std::string device;
+    ucp_context_h context = nullptr;
+    ucp_worker_h worker = nullptr;
+    ucp_address_t *address = nullptr;
+    size_t address_len = 0;
+    dr_mr_plane_stats_t stats{};
+};
+
+struct Link {
+    Mr *mr = nullptr;
+    uint32_t peer = 0;
+    int plane = 0;
+    ucp_ep_h ep = nullptr;
+    bool ep_failed = false;      /* set by the UCX error callback */
+    ucs_status_t ep_status = UCS_OK;
+    bool remote_down = false;    /* the peer told us it lost this plane */
+    bool used = false;
+    dr_link_state_t state = DR_LINK_UP;
+    uint32_t gen = 0;            /* bumps at every down and re-admission: stale completions are ignored */
+    uint32_t weight = 1;
+    uint32_t inflight = 0;       /* data segments handed to UCX, not yet locally complete */
+    SegQueue queue;
+    /* liveness */
+    uint64_t last_progress = 0;
+    bool ping_out = false;
+    uint64_t ping_sent = 0;
+    uint64_t other_alive = 0;    /* when another plane of the peer answered after our ping */
+    uint32_t ping_id = 0;
+    /* down / re-admission */
+    uint64_t down_at = 0;
+    uint64_t next_probe = 0;
+    uint64_t backoff = 0;
+    uint64_t readmitted_at = 0;
+    bool probe_out = false;
+    uint64_t probe_sent = 0;
+    uint32_t probe_id = 0;
+    std::string reason;
+};
+
+struct Seg {
+    uint64_t offset;
+    uint64_t length;
+    int plane;
+    uint32_t attempt;
+};
+
+struct Req {
+    uint32_t gen = 0;
+    bool in_use = false;
+    bool listed = false;         /* in its peer's sends/recvs list */
+    bool is_send = false;
+    bool complete = false;
+    dr_status_t status = DR_OK;
+    uint32_t peer = 0;
+    uint64_t key = 0;
+    uint32_t msg_id = 0;
+    char *buf = nullptr;
+    uint64_t len = 0;            /* send: length; receive: capacity */
+    /* send */
+    std::vector<Seg> segs;
+    uint32_t ops = 0;            /* UCX operations still referencing buf */
+    bool acked = false;
+    /* receive */
+    bool bound = false;
+    uint64_t total = 0;
+    uint64_t received = 0;
+    std::vector<dr_extent_t> got; /* sorted, merged received ranges */
+    int last_plane = 0;
+};
+
+struct Unexpected {
+    uint64_t key;
+    uint32_t msg_id;
+    uint64_t total;
+    uint64_t offset;
+    uint64_t length;
+    void *data;
+    bool ucx_owned;              /* release with ucp_am_data_release, else free() */
+    int plane;
+};
+
+struct Done {
+    uint64_t key;
+    uint32_t msg_id;
+    bool valid;
+};
+
+struct Peer {
+    uint32_t id = 0;
+    bool known = false;
+    std::vector<std::vector<uint8_t>> addrs;   /* per plane */
+    std::vector<std::string> devices;          /* the peer's device per plane, for messages */
+    std::unique_ptr<Link> links[DR_MAX_PLANES];
+    uint32_t next_msg_id = 1;
+    uint32_t rr = 0;
+    uint64_t busy_since = 0;
+    std::vector<Req *> sends;
+    std::vector<Req *> recvs;
+    std::vector<Unexpected> unexpected;
+    std::vector<Done> done;
+    size_t done_pos = 0;
+};
+
+/* An operation handed to UCX; its header must live until UCX completes it. */
+struct Op {
+    WireHdr hdr;
+    bool in_use = false;
+    bool data = false;
+    Link *link = nullptr;
+    uint32_t link_gen = 0;
+    Req *req = nullptr;
+    uint32_t req_gen = 0;
+};
+
+struct Ctrl {
+    Link *link;
+    WireHdr hdr;
+};
+
+struct Mr {
+    dr_mr_config_t cfg{};
+    std::string planes_text, transports, name;
+    uint32_t self = 0;
+    dr_plane_list_t list{};
+    std::vector<std::unique_ptr<Plane>> planes;
+    std::vector<std::unique_ptr<Peer>> peers;
+    std::vector<uint8_t> blob;
+    std::vector<std::unique_ptr<Req>> reqs;
+    std::vector<Req *> free_reqs;
+    std::vector<std::unique_ptr<Op>> ops;
+    std::vector<Op *> free_ops;
+    std::vector<Ctrl> ctrl;
+    std::vector<void *> closing;  /* endpoint close requests still running */
+    std::string last_error;
+    uint64_t last_watchdog = 0;
+    uint64_t stall_us = 0, probe_us = 0, peer_timeout_us = 0;
+    uint64_t readmit_min_us = 0, readmit_max_us = 0, flap_us = 0;
+
+    /* mr_core.cc */
+    void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+    Peer *peer_get(uint32_t id, bool create);
+    Link *link_get(uint32_t peer, int plane);
+    dr_status_t ep_ensure(Link *l);
+    void ep_close(Link *l);
+    Op *op_get();
+    void op_put(Op *op);
+    Req *req_get();
+    int live_planes(const Peer *p) const;
+    std::string peer_state_text(const Peer *p) const;
+
+    /* mr_xfer.cc */
+    dr_status_t send_start(Peer *p, Req *r);
+    void issue(Link *l);
+    void send_data(Link *l, Req *r, uint32_t seg);
+    void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
+                   uint64_t total);
+    void ctrl_flush();
+    void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane);
+    void recv_match_unexpected(Peer *p, Req *r);
+    bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
+    void done_add(Peer *p, uint64_t key, uint32_t msg_id);
+    void on_am(Plane *pl, const WireHdr &h, void *data, size_t len, const ucp_am_recv_param_t *param,
+               ucs_status_t *ret);
+    void on_op_done(Op *op, ucs_status_t status);
+    void sweep(Peer *p);
+    void retire(Req *r);
+
+    /* mr_health.cc */
+    void note_progress(Link *l, uint64_t now);
+    void declare_down(Link *l, const std::string &why);
+    void readmit(Link *l);
+    void fail_peer(Peer *p);
+    void watchdog(uint64_t now);
+    void handle_deferred();
+};
+
+} // namespace mr
+} // namespace dualrail
+
+struct dr_mr : dualrail::mr::Mr {};
+struct dr_mr_req : dualrail::mr::Req {};
+
+#endif

@@ -1,0 +1,643 @@
+/*
+ * ucx_mr data path: striping, segment issue with a per-link window, the
+ * receiver's placement and duplicate filter, acknowledgements.
+ *
+ * A send of len bytes to a peer with live planes P:
+ *
+ *   stripes   dr_stripe_split(len, weights of P)      one contiguous stripe per plane
+ *   segments  each stripe cut in segment_size pieces  queued on the stripe's link
+ *   issue     at most `window` segments per link in UCX at a time
+ *   receive   each segment placed by offset; a range already held is a duplicate
+ *   ack       one kAck per message once every byte is in
+ *   complete  ack seen and no UCX operation still reads the buffer
+ *
+ * A segment is only ever re-sent whole (same offset and length), so the
+ * receiver's ranges never overlap partially.
+ */
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "mr_internal.hpp"
+
+namespace dualrail {
+namespace mr {
+
+/* UCX clears a request's callback when it is freed early, so the request is
+ * kept until here and freed by its own callback. */
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    Op *op = static_cast<Op *>(user_data);
+    op->link->mr->on_op_done(op, status);
+    ucp_request_free(request);
+}
+
+dr_status_t Mr::send_start(Peer *p, Req *r)
+{
+    const int n = (int)planes.size();
+    uint32_t w[DR_MAX_PLANES] = {0};
+    for (int i = 0; i < n; ++i) {
+        w[i] = p->links[i]->state == DR_LINK_UP ? p->links[i]->weight : 0;
+    }
+    dr_extent_t ext[DR_MAX_PLANES];
+    int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, (int)(p->rr++ % n),
+                               ext);
+    if (used < 0) {
+        /* Every live plane has weight 0: fall back to equal weights on the live ones. */
+        for (int i = 0; i < n; ++i) {
+            w[i] = p->links[i]->state == DR_LINK_UP;
+        }
+        used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, (int)(p->rr % n), ext);
+        if (used < 0) {
+            return DR_ERR_PEER_UNREACHABLE;
+        }
+    }
+    if (used == 0) {
+        /* An empty message still travels, as one empty segment, so the receiver completes. */
+        int plane = 0;
+        for (int k = 0; k < n; ++k) {
+            int i = (int)((p->rr + (uint32_t)k) % (uint32_t)n);
+            if (w[i] != 0) {
+                plane = i;
+                break;
+            }
+        }
+        r->segs.push_back(Seg{0, 0, plane, 0});
+    }
+    for (int i = 0; i < n; ++i) {
+        for (uint64_t off = 0; off < ext[i].length; off += cfg.segment_size) {
+            uint64_t l = std::min<uint64_t>(cfg.segment_size, ext[i].length - off);
+            r->segs.push_back(Seg{ext[i].offset + off, l, i, 0});
+        }
+    }
+    for (uint32_t s = 0; s < r->segs.size(); ++s) {
+        p->links[r->segs[s].plane]->queue.push(SegRef{r, r->gen, s, 0});
+    }
+    for (int i = 0; i < n; ++i) {
+        if (!p->links[i]->queue.empty()) {
+            issue(p->links[i].get());
+        }
+    }
+    return DR_OK;
+}
+
+void Mr::issue(Link *l)
+{
+    while (l->state == DR_LINK_UP && l->inflight < cfg.window && !l->queue.empty()) {
+        if (ep_ensure(l) != DR_OK) {
+            if (l->ep == nullptr) {
+                l->ep_failed = true; /* handled as a plane failure in handle_deferred() */
+            }
+            return;
+        }
+        SegRef ref = l->queue.pop();
+        Req *r = ref.req;
+        if (!r->in_use || r->gen != ref.req_gen || r->complete || r->acked ||
+            r->status != DR_OK || ref.seg >= r->segs.size()) {
+            continue; /* the message finished or failed meanwhile */
+        }
+        const Seg &s = r->segs[ref.seg];
+        if (s.plane != l->plane || s.attempt != ref.attempt) {
+            continue; /* moved to another plane since it was queued */
+        }
+        send_data(l, r, ref.seg);
+    }
+}
+
+void Mr::send_data(Link *l, Req *r, uint32_t seg)
+{
+    const Seg &s = r->segs[seg];
+    Op *op = op_get();
+    op->data = true;
+    op->link = l;
+    op->link_gen = l->gen;
+    op->req = r;
+    op->req_gen = r->gen;
+    op->hdr = WireHdr{kData, (uint8_t)l->plane, kWireVersion, self, r->msg_id, 0, r->key, r->len,
+                      s.offset};
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    /* Eager only: the receiver copies out in the callback, so no UCX operation ever
+     * writes into a receive buffer that we might have completed from another plane. */
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send = send_cb;
+    param.user_data = op;
+    ++l->inflight;
+    ++r->ops;
+    Plane *pl = planes[l->plane].get();
+    pl->stats.tx_bytes += s.length;
+    ++pl->stats.tx_segments;
+    ucs_status_ptr_t sp = ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr),
+                                          r->buf + s.offset, s.length, &param);
+    if (sp == nullptr) {
+        on_op_done(op, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(sp)) {
+        on_op_done(op, UCS_PTR_STATUS(sp));
+    }
+}
+
+void Mr::on_op_done(Op *op, ucs_status_t status)
+{
+    Link *l = op->link;
+    const bool current = op->link_gen == l->gen;
+    if (op->data) {
+        if (current && l->inflight > 0) {
+            --l->inflight;
+        }
+        if (op->req->gen == op->req_gen && op->req->ops > 0) {
+            --op->req->ops;
+        }
+    }
+    if (current) {
+        /* A data segment leaving the host means the plane drains (a slow plane keeps
+         * doing so); a ping leaving it proves nothing, only its pong does. */
+        if (status == UCS_OK) {
+            if (op->data) {
+                note_progress(l, now_us());
+            }
+        } else if (status != UCS_ERR_CANCELED) {
+            l->ep_failed = true;
+            l->ep_status = status;
+        }
+    }
+    op_put(op);
+}
+
+void Mr::ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
+                   uint64_t total)
+{
+    ctrl.push_back(Ctrl{l, WireHdr{type, (uint8_t)l->plane, kWireVersion, self, msg_id, aux, key,
+                                   total, 0}});
+}
+
+void Mr::ctrl_flush()
+{
+    /* Sending can complete inline and never re-enters ctrl_post, so the index loop is safe. */
+    for (size_t i = 0; i < ctrl.size(); ++i) {
+        Link *l = ctrl[i].link;
+        const WireHdr &h = ctrl[i].hdr;
+        if (h.type == kAck && l->state != DR_LINK_UP) {
+            /* The arrival plane died: acknowledge on any live plane instead. */
+            Peer *p = peer_get(l->peer, false);
+            Link *alt = nullptr;
+            for (size_t k = 0; k < planes.size(); ++k) {
+                if (p->links[k]->state == DR_LINK_UP) {
+                    alt = p->links[k].get();
+                    break;
+                }
+            }
+            if (alt == nullptr) {
+                continue;
+            }
+            l = alt;
+        }
+        if (ep_ensure(l) != DR_OK) {
+            continue; /* pongs on a dead plane are simply not answered */
+        }
+        Op *op = op_get();
+        op->data = false;
+        op->link = l;
+        op->link_gen = l->gen;
+        op->hdr = h;
+        op->hdr.plane = (uint8_t)l->plane;
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                             UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_AM_SEND_FLAG_EAGER;
+        param.cb.send = send_cb;
+        param.user_data = op;
+        ucs_status_ptr_t sp = ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr), nullptr, 0,
+                                              &param);
+        if (sp == nullptr) {
+            on_op_done(op, UCS_OK);
+        } else if (UCS_PTR_IS_ERR(sp)) {
+            on_op_done(op, UCS_PTR_STATUS(sp));
+        }
+    }
+    ctrl.clear();
+}
+
+bool Mr::done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const
+{
+    for (const Done &d : p->done) {
+        if (d.valid && d.key == key && d.msg_id == msg_id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Mr::done_add(Peer *p, uint64_t key, uint32_t msg_id)
+{
+    p->done[p->done_pos] = Done{key, msg_id, true};
+    p->done_pos = (p->done_pos + 1) % p->done.size();
+}
+
+/* Insert [off, off+len) into the sorted range list; false when it was already held. */
+static bool ranges_add(std::vector<dr_extent_t> &got, uint64_t off, uint64_t len)
+{
+    auto it = std::lower_bound(got.begin(), got.end(), off,
+                               [](const dr_extent_t &e, uint64_t o) { return e.offset + e.length <= o; });
+    if (it != got.end() && it->offset <= off && off + len <= it->offset + it->length) {
+        return false;
+    }
+    it = got.insert(it, dr_extent_t{off, len});
+    /* Merge with neighbours that touch, so the list stays short. */
+    if (it != got.begin()) {
+        auto prev = it - 1;
+        if (prev->offset + prev->length == it->offset) {
+            prev->length += it->length;
+            it = got.erase(it) - 1;
+        }
+    }
+    auto next = it + 1;
+    if (next != got.end() && it->offset + it->length == next->offset) {
+        it->length += next->length;
+        got.erase(next);
+    }
+    return true;
+}
+
+void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane)
+{
+    if (!r->bound) {
+        r->bound = true;
+        r->msg_id = h.msg_id;
+        r->total = h.total;
+        if (h.total > r->len) {
+            r->status = DR_ERR_TRUNCATED;
+            last_error = "message " + std::to_string(h.key) + " from peer " +
+                         std::to_string(p->id) + " has " + std::to_string(h.total) +
+                         " bytes, the receive buffer " + std::to_string(r->len);
+        }
+    }
+    if (h.offset > r->total || len > r->total - h.offset) {
+        return; /* malformed: outside the message */
+    }
+    if (len == 0 && r->total != 0) {
+        return;
+    }
+    if (len != 0 && !ranges_add(r->got, h.offset, len)) {
+        ++planes[plane]->stats.duplicates;
+        return;
+    }
+    if (r->status == DR_OK && len != 0) {
+        memcpy(r->buf + h.offset, data, len);
+    }
+    r->received += len;
+    r->last_plane = plane;
+    if (r->received == r->total) {
+        r->complete = true;
+        done_add(p, r->key, r->msg_id);
+        ctrl_post(p->links[plane].get(), kAck, r->key, r->msg_id, 0, 0);
+    }
+}
+
+void Mr::recv_match_unexpected(Peer *p, Req *r)
+{
+    /* Bind to the oldest message under this key, then drain its segments. */
+    for (size_t i = 0; i < p->unexpected.size() && !r->complete;) {
+        Unexpected &u = p->unexpected[i];
+        if (u.key != r->key || (r->bound && u.msg_id != r->msg_id)) {
+            ++i;
+            continue;
+        }
+        WireHdr h{kData, (uint8_t)u.plane, kWireVersion, p->id, u.msg_id, 0, u.key, u.total,
+                  u.offset};
+        deliver(p, r, h, u.data, u.length, u.plane);
+        if (u.ucx_owned) {
+            ucp_am_data_release(planes[u.plane]->worker, u.data);
+        } else {
+            free(u.data);
+        }
+        p->unexpected.erase(p->unexpected.begin() + (long)i);
+    }
+}
+
+void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
+               const ucp_am_recv_param_t *param, ucs_status_t *ret)
+{
+    if (h.version != kWireVersion || h.plane != pl->index || h.src == self) {
+        log(DR_LOG_WARN, "plane %d (%s): dropped a message from process %u sent on its plane %u "
+            "(wire version %u): planes are mis-wired or mis-configured", pl->index,
+            pl->device.c_str(), h.src, h.plane, h.version);
+        return;
+    }
+    Peer *p = peer_get(h.src, true);
+    Link *l = p->links[pl->index].get();
+    const uint64_t now = now_us();
+    note_progress(l, now);
+    switch (h.type) {
+    case kData: {
+        pl->stats.rx_bytes += len;
+        ++pl->stats.rx_segments;
+        if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+            /* Senders force eager; a rendezvous descriptor means a foreign sender. */
+            log(DR_LOG_WARN, "plane %d: dropped a rendezvous message from process %u", pl->index,
+                h.src);
+            return;
+        }
+        if (done_seen(p, h.key, h.msg_id)) {
+            /* A re-sent segment of a message already complete: the ack may have been lost. */
+            ++pl->stats.duplicates;
+            ctrl_post(l, kAck, h.key, h.msg_id, 0, 0);
+            return;
+        }
+        Req *target = nullptr;
+        for (Req *r : p->recvs) {
+            if (!r->complete && r->key == h.key && (!r->bound || r->msg_id == h.msg_id)) {
+                target = r;
+                break;
+            }
+        }
+        if (target != nullptr) {
+            deliver(p, target, h, data, len, pl->index);
+            return;
+        }
+        for (const Unexpected &u : p->unexpected) {
+            if (u.key == h.key && u.msg_id == h.msg_id && u.offset == h.offset) {
+                ++pl->stats.duplicates;
+                return;
+            }
+        }
+        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index};
+        if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+            u.ucx_owned = true;
+            *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
+        } else if (len != 0) {
+            u.data = malloc(len);
+            if (u.data == nullptr) {
+                log(DR_LOG_WARN, "out of memory holding an early segment from process %u", h.src);
+                return;
+            }
+            memcpy(u.data, data, len);
+        } else {
+            u.data = nullptr;
+        }
+        p->unexpected.push_back(u);
+        return;
+    }
+    case kAck:
+        for (Req *r : p->sends) {
+            if (r->msg_id == h.msg_id && r->key == h.key) {
+                r->acked = true;
+                break;
+            }
+        }
+        return;
+    case kPing:
+        ctrl_post(l, kPong, 0, 0, h.aux, h.total);
+        return;
+    case kPong:
+        if (l->state == DR_LINK_DOWN && h.total == 1 && l->probe_out && h.aux == l->probe_id) {
+            readmit(l);
+        }
+        return;
+    case kDown:
+        /* aux names the plane the peer lost; this message came on a live one. */
+        if (h.aux < planes.size() && p->links[h.aux]->state == DR_LINK_UP) {
+            p->links[h.aux]->remote_down = true;
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+void Mr::retire(Req *r)
+{
+    if (!r->listed) {
+        return;
+    }
+    Peer *p = peer_get(r->peer, false);
+    auto &v = r->is_send ? p->sends : p->recvs;
+    auto it = std::find(v.begin(), v.end(), r);
+    if (it != v.end()) {
+        v.erase(it);
+    }
+    r->listed = false;
+}
+
+void Mr::sweep(Peer *p)
+{
+    for (size_t i = 0; i < p->sends.size();) {
+        Req *r = p->sends[i];
+        if (!r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
+            r->complete = true;
+        }
+        if (r->complete) {
+            r->listed = false;
+            p->sends.erase(p->sends.begin() + (long)i);
+        } else {
+            ++i;
+        }
+    }
+    for (size_t i = 0; i < p->recvs.size();) {
+        Req *r = p->recvs[i];
+        if (r->complete) {
+            r->listed = false;
+            p->recvs.erase(p->recvs.begin() + (long)i);
+        } else {
+            ++i;
+        }
+    }
+}
+
+} // namespace mr
+} // namespace dualrail
+
+using namespace dualrail::mr;
+
+static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t len,
+                           bool is_send, Peer **pp, Req **rr)
+{
+    if (mr == nullptr || (buf == nullptr && len != 0)) {
+        return DR_ERR_INVALID;
+    }
+    Peer *p = mr->peer_get(peer, false);
+    if (p == nullptr || !p->known) {
+        mr->last_error = "peer " + std::to_string(peer) + " has no address (dr_mr_add_peer)";
+        return DR_ERR_INVALID;
+    }
+    Req *r = mr->req_get();
+    r->is_send = is_send;
+    r->peer = peer;
+    r->key = key;
+    r->buf = static_cast<char *>(buf);
+    r->len = len;
+    if (p->sends.empty() && p->recvs.empty()) {
+        p->busy_since = now_us();
+    }
+    if (mr->live_planes(p) == 0) {
+        r->status = DR_ERR_PEER_UNREACHABLE;
+        r->complete = true;
+        mr->last_error = "peer " + std::to_string(peer) + ": no plane left (" +
+                         mr->peer_state_text(p) + ")";
+    }
+    *pp = p;
+    *rr = r;
+    return DR_OK;
+}
+
+extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf,
+                                   size_t len, dr_mr_req_t **req)
+{
+    if (req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Peer *p;
+    Req *r;
+    try {
+        dr_status_t st = req_new(mr, peer, key, const_cast<void *>(buf), len, true, &p, &r);
+        if (st != DR_OK) {
+            return st;
+        }
+        if (!r->complete) {
+            r->msg_id = p->next_msg_id++;
+            p->sends.push_back(r);
+            r->listed = true;
+            if (mr->send_start(p, r) != DR_OK) {
+                r->status = DR_ERR_PEER_UNREACHABLE;
+            }
+        }
+    } catch (const std::bad_alloc &) {
+        return DR_ERR_NO_MEMORY;
+    }
+    *req = static_cast<dr_mr_req_t *>(r);
+    return DR_OK;
+}
+
+extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
+                                   size_t capacity, dr_mr_req_t **req)
+{
+    if (req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Peer *p;
+    Req *r;
+    try {
+        dr_status_t st = req_new(mr, peer, key, buf, capacity, false, &p, &r);
+        if (st != DR_OK) {
+            return st;
+        }
+        if (!r->complete) {
+            mr->recv_match_unexpected(p, r);
+            if (!r->complete) {
+                p->recvs.push_back(r);
+                r->listed = true;
+            }
+            mr->ctrl_flush(); /* the ack of a message that was already all here */
+        }
+    } catch (const std::bad_alloc &) {
+        return DR_ERR_NO_MEMORY;
+    }
+    *req = static_cast<dr_mr_req_t *>(r);
+    return DR_OK;
+}
+
+extern "C" int dr_mr_progress(dr_mr_t *mr)
+{
+    int events = 0;
+    for (auto &pl : mr->planes) {
+        for (int i = 0; i < 64 && ucp_worker_progress(pl->worker) != 0; ++i) {
+            ++events;
+        }
+    }
+    for (size_t i = 0; i < mr->closing.size();) {
+        if (ucp_request_check_status(mr->closing[i]) != UCS_INPROGRESS) {
+            ucp_request_free(mr->closing[i]);
+            mr->closing[i] = mr->closing.back();
+            mr->closing.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    mr->handle_deferred();
+    mr->ctrl_flush();
+    const uint64_t now = now_us();
+    if (now - mr->last_watchdog >= 2000) {
+        mr->last_watchdog = now;
+        mr->watchdog(now);
+        mr->ctrl_flush();
+    }
+    for (auto &p : mr->peers) {
+        if (!p || (p->sends.empty() && p->recvs.empty())) {
+            continue;
+        }
+        for (size_t i = 0; i < mr->planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (!l->queue.empty()) {
+                mr->issue(l);
+            }
+        }
+        mr->sweep(p.get());
+    }
+    return events;
+}
+
+extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
+{
+    (void)mr;
+    if (req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Req *r = req;
+    if (r->is_send && !r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
+        r->complete = true;
+    }
+    if (!r->complete) {
+        return DR_INPROGRESS;
+    }
+    if (len != nullptr) {
+        *len = (size_t)(r->is_send ? r->len : r->received);
+    }
+    return r->status;
+}
+
+extern "C" dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *len)
+{
+    const uint64_t start = now_us();
+    const uint64_t limit = timeout < 0 ? UINT64_MAX : (uint64_t)(timeout * 1e6);
+    unsigned idle = 0;
+    for (;;) {
+        dr_status_t st = dr_mr_test(mr, req, len);
+        if (st != DR_INPROGRESS) {
+            return st;
+        }
+        if (now_us() - start > limit) {
+            return DR_ERR_TIMEOUT;
+        }
+        if (dr_mr_progress(mr) == 0) {
+            /* Several processes share a core in the lab: give the CPU away when idle. */
+            if (++idle > 64) {
+                sched_yield();
+            }
+        } else {
+            idle = 0;
+        }
+    }
+}
+
+extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
+{
+    if (mr == nullptr || req == nullptr) {
+        return;
+    }
+    Req *r = req;
+    if (!r->complete) {
+        /* Freeing a running request would leave UCX reading a buffer the caller reuses. */
+        mr->log(DR_LOG_WARN, "dr_mr_req_free on a running request (peer %u, key %llu) ignored",
+                r->peer, (unsigned long long)r->key);
+        return;
+    }
+    mr->retire(r);
+    r->in_use = false;
+    ++r->gen;
+    mr->free_reqs.push_back(r);
+}

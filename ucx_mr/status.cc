@@ -1,0 +1,19 @@
+#include "dualrail/status.h"
+
+extern "C" const char *dr_status_str(dr_status_t status)
+{
+    switch (status) {
+    case DR_OK: return "success";
+    case DR_INPROGRESS: return "in progress";
+    case DR_ERR_INVALID: return "invalid argument";
+    case DR_ERR_CONFIG: return "bad plane configuration";
+    case DR_ERR_NO_DEVICE: return "no such device";
+    case DR_ERR_UCX: return "ucx error";
+    case DR_ERR_NO_MEMORY: return "out of memory";
+    case DR_ERR_PEER_UNREACHABLE: return "peer unreachable on every plane";
+    case DR_ERR_TRUNCATED: return "message truncated";
+    case DR_ERR_TIMEOUT: return "timed out";
+    case DR_ERR_PEER_MISMATCH: return "peer plane layout mismatch";
+    }
+    return "unknown status";
+}
