@@ -2,8 +2,14 @@
  * ucx_mr: contexts, planes, peers, endpoints, pools, logging and the C API
  * entry points that are not on the data path.
  */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -136,10 +142,61 @@ dr_status_t Mr::ep_ensure(Link *l)
     return DR_OK;
 }
 
-void Mr::ep_close(Link *l)
+/*
+ * Shut down this process's TCP connections between the plane's address and
+ * the peer's address on that plane. Why: destroying a connected UCX 1.13 TCP
+ * endpoint whose send side is stuck (a black hole) leaves UCX's TCP transport
+ * with half-torn-down state that later crashes inside uct_tcp_iface_progress.
+ * A connection that has failed is torn down cleanly, so a stalled plane's
+ * sockets are made to fail first. Runs only when a plane is declared down.
+ */
+int Mr::sever_sockets(Link *l)
+{
+    Peer *p = peers[l->peer].get();
+    const std::string &mine = planes[l->plane]->ip;
+    if (mine.empty() || p->ips.size() <= (size_t)l->plane || p->ips[l->plane].empty()) {
+        return 0;
+    }
+    in_addr local, remote;
+    if (inet_pton(AF_INET, mine.c_str(), &local) != 1 ||
+        inet_pton(AF_INET, p->ips[l->plane].c_str(), &remote) != 1) {
+        return 0;
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d == nullptr) {
+        return 0;
+    }
+    int n = 0;
+    while (struct dirent *e = readdir(d)) {
+        int fd = atoi(e->d_name);
+        if (fd <= 2 || fd == dirfd(d)) {
+            continue;
+        }
+        sockaddr_in a, b;
+        socklen_t la = sizeof(a), lb = sizeof(b);
+        if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &la) != 0 || a.sin_family != AF_INET ||
+            getpeername(fd, reinterpret_cast<sockaddr *>(&b), &lb) != 0 || b.sin_family != AF_INET) {
+            continue;
+        }
+        if (a.sin_addr.s_addr == local.s_addr && b.sin_addr.s_addr == remote.s_addr) {
+            shutdown(fd, SHUT_RDWR);
+            ++n;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+void Mr::ep_close(Link *l, bool sever)
 {
     if (l->ep == nullptr) {
         return;
+    }
+    if (sever && !l->ep_failed && sever_sockets(l) > 0) {
+        /* Let UCX see the failure before the endpoint is destroyed; bounded. */
+        for (uint64_t end = now_us() + 200000; !l->ep_failed && now_us() < end;) {
+            ucp_worker_progress(planes[l->plane]->worker);
+        }
     }
     ucp_ep_h ep = l->ep;
     l->ep = nullptr;
@@ -327,6 +384,20 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     }
     pl->address = attr.address;
     pl->address_len = attr.address_length;
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs) == 0) {
+        std::string base = pl->device.substr(0, pl->device.find(':'));
+        for (struct ifaddrs *i = ifs; i != nullptr; i = i->ifa_next) {
+            if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && base == i->ifa_name) {
+                char buf[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf,
+                          sizeof(buf));
+                pl->ip = buf;
+                break;
+            }
+        }
+        freeifaddrs(ifs);
+    }
     return DR_OK;
 }
 
@@ -339,6 +410,26 @@ static void put_u32(std::vector<uint8_t> &b, uint32_t v)
 
 static void mr_teardown(Mr *mr)
 {
+    /* Say goodbye on every live endpoint, so peers log our leaving as no failure. */
+    for (auto &p : mr->peers) {
+        if (!p || !p->known || p->gone) {
+            continue;
+        }
+        for (size_t i = 0; i < mr->planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (l->state == DR_LINK_UP && l->ep != nullptr && !l->ep_failed) {
+                mr->ctrl_post(l, kBye, 0, 0, 0, 0);
+            }
+        }
+    }
+    if (!mr->ctrl.empty()) {
+        mr->ctrl_flush();
+        for (uint64_t end = now_us() + 50000; now_us() < end;) {
+            for (auto &pl : mr->planes) {
+                ucp_worker_progress(pl->worker);
+            }
+        }
+    }
     for (auto &p : mr->peers) {
         if (!p) {
             continue;
@@ -408,8 +499,8 @@ extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
     cfg->probe_interval = 0.1;
     cfg->peer_timeout = 30.0;
     cfg->readmit_min = 0.25;
-    cfg->readmit_max = 8.0;
-    cfg->flap_window = 10.0;
+    cfg->readmit_max = 2.0;
+    cfg->flap_window = 5.0;
     cfg->verbose = 0;
     cfg->name = "mr";
 }
@@ -474,13 +565,15 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
             }
             mr->log(DR_LOG_INFO, "plane %d uses device %s", i, mr->planes.back()->device.c_str());
         }
-        /* Address blob: magic, version, plane count, id, then per plane: device, address. */
+        /* Address blob: magic, version, plane count, id, then per plane: device, IPv4, address. */
         put_u32(mr->blob, kAddrMagic);
         put_u32(mr->blob, ((uint32_t)kWireVersion << 16) | (uint32_t)list.nplanes);
         put_u32(mr->blob, self);
         for (auto &pl : mr->planes) {
             put_u32(mr->blob, (uint32_t)pl->device.size());
             mr->blob.insert(mr->blob.end(), pl->device.begin(), pl->device.end());
+            put_u32(mr->blob, (uint32_t)pl->ip.size());
+            mr->blob.insert(mr->blob.end(), pl->ip.begin(), pl->ip.end());
             put_u32(mr->blob, (uint32_t)pl->address_len);
             const uint8_t *a = reinterpret_cast<const uint8_t *>(pl->address);
             mr->blob.insert(mr->blob.end(), a, a + pl->address_len);
@@ -571,7 +664,7 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
         return DR_ERR_INVALID;
     }
     std::vector<std::vector<uint8_t>> addrs(nplanes);
-    std::vector<std::string> devices(nplanes);
+    std::vector<std::string> devices(nplanes), ips(nplanes);
     for (uint32_t i = 0; i < nplanes; ++i) {
         uint32_t n;
         if (!get_u32(p, end, &n) || (size_t)(end - p) < n) {
@@ -579,6 +672,12 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
             return DR_ERR_INVALID;
         }
         devices[i].assign(reinterpret_cast<const char *>(p), n);
+        p += n;
+        if (!get_u32(p, end, &n) || (size_t)(end - p) < n) {
+            set_err(err, errlen, "peer %u: truncated address", peer);
+            return DR_ERR_INVALID;
+        }
+        ips[i].assign(reinterpret_cast<const char *>(p), n);
         p += n;
         if (!get_u32(p, end, &n) || (size_t)(end - p) < n || n == 0) {
             set_err(err, errlen, "peer %u: truncated address", peer);
@@ -593,7 +692,9 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
     }
     pe->addrs.swap(addrs);
     pe->devices.swap(devices);
+    pe->ips.swap(ips);
     pe->known = true;
+    pe->gone = false;
     return DR_OK;
 }
 

@@ -48,7 +48,7 @@ void Mr::fail_peer(Peer *p)
     char head[128];
     snprintf(head, sizeof(head), "peer %u: no plane left (", p->id);
     last_error = head + peer_state_text(p) + ")";
-    log(DR_LOG_WARN, "%s", last_error.c_str());
+    log(p->gone ? DR_LOG_INFO : DR_LOG_WARN, "%s", last_error.c_str());
     for (Req *r : p->sends) {
         if (!r->complete && !r->acked && r->status == DR_OK) {
             r->status = DR_ERR_PEER_UNREACHABLE;
@@ -87,9 +87,10 @@ void Mr::declare_down(Link *l, const std::string &why)
     l->ping_out = l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
-    ep_close(l);
+    ep_close(l, true);
     const int left = live_planes(p);
-    log(DR_LOG_WARN, "peer %u plane %d (%s -> %s) down: %s; %d plane(s) left, retry in %.2f s",
+    log(p->gone ? DR_LOG_INFO : DR_LOG_WARN,
+        "peer %u plane %d (%s -> %s) down: %s; %d plane(s) left, retry in %.2f s",
         p->id, l->plane, pl->device.c_str(),
         p->devices.size() > (size_t)l->plane ? p->devices[l->plane].c_str() : "?", why.c_str(),
         left, (double)l->backoff / 1e6);
@@ -170,8 +171,11 @@ void Mr::readmit(Link *l)
 
 void Mr::handle_deferred()
 {
-    for (auto &p : peers) {
-        if (!p) {
+    /* By index: declare_down() progresses a worker, and a message from a new process
+     * may grow `peers` meanwhile. */
+    for (size_t pi = 0; pi < peers.size(); ++pi) {
+        Peer *p = peers[pi].get();
+        if (p == nullptr) {
             continue;
         }
         for (size_t i = 0; i < planes.size(); ++i) {
@@ -193,9 +197,9 @@ void Mr::handle_deferred()
 
 void Mr::watchdog(uint64_t now)
 {
-    for (auto &pp : peers) {
-        Peer *p = pp.get();
-        if (p == nullptr || !p->known) {
+    for (size_t pi = 0; pi < peers.size(); ++pi) {
+        Peer *p = peers[pi].get();
+        if (p == nullptr || !p->known || p->gone) {
             continue;
         }
         const bool busy = !p->sends.empty() || !p->recvs.empty();

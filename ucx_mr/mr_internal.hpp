@@ -31,7 +31,7 @@ constexpr uint16_t kWireVersion = 1;
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
 
-enum MsgType : uint8_t { kData = 1, kAck = 2, kPing = 3, kPong = 4, kDown = 5 };
+enum MsgType : uint8_t { kData = 1, kAck = 2, kPing = 3, kPong = 4, kDown = 5, kBye = 6 };
 
 /* Every message starts with this header; the payload (kData only) follows. */
 struct WireHdr {
@@ -79,6 +79,7 @@ struct Plane {
     Mr *mr = nullptr;
     int index = 0;
     std::string device;
+    std::string ip;          /* the device's IPv4 address, when it has one (TCP planes) */
     ucp_context_h context = nullptr;
     ucp_worker_h worker = nullptr;
     ucp_address_t *address = nullptr;
@@ -168,8 +169,10 @@ struct Done {
 struct Peer {
     uint32_t id = 0;
     bool known = false;
+    bool gone = false;      /* said goodbye: its endpoints closing is no failure */
     std::vector<std::vector<uint8_t>> addrs;   /* per plane */
     std::vector<std::string> devices;          /* the peer's device per plane, for messages */
+    std::vector<std::string> ips;              /* the peer's IPv4 address per plane, or "" */
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
@@ -221,7 +224,8 @@ struct Mr {
     Peer *peer_get(uint32_t id, bool create);
     Link *link_get(uint32_t peer, int plane);
     dr_status_t ep_ensure(Link *l);
-    void ep_close(Link *l);
+    void ep_close(Link *l, bool sever = false);
+    int sever_sockets(Link *l);
     Op *op_get();
     void op_put(Op *op);
     Req *req_get();

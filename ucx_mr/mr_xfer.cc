@@ -405,6 +405,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
             p->links[h.aux]->remote_down = true;
         }
         return;
+    case kBye:
+        p->gone = true;
+        return;
     default:
         return;
     }
@@ -566,8 +569,9 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->watchdog(now);
         mr->ctrl_flush();
     }
-    for (auto &p : mr->peers) {
-        if (!p || (p->sends.empty() && p->recvs.empty())) {
+    for (size_t pi = 0; pi < mr->peers.size(); ++pi) {
+        Peer *p = mr->peers[pi].get();
+        if (p == nullptr || (p->sends.empty() && p->recvs.empty())) {
             continue;
         }
         for (size_t i = 0; i < mr->planes.size(); ++i) {
@@ -576,7 +580,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
                 mr->issue(l);
             }
         }
-        mr->sweep(p.get());
+        mr->sweep(p);
     }
     return events;
 }

@@ -45,21 +45,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "xfer_echo: %s\n", err);
         return 2;
     }
-    const void *addr;
-    size_t len;
-    dr_mr_address(mr, &addr, &len);
-    void *peer_addr;
-    size_t peer_len;
-    if (dr_oob_publish(dir, self, addr, len) != 0 ||
-        dr_oob_fetch(dir, peer, 60, &peer_addr, &peer_len) != 0) {
-        fprintf(stderr, "xfer_echo: address exchange in %s failed\n", dir);
-        return 2;
-    }
-    if (dr_mr_add_peer(mr, peer, peer_addr, peer_len, err, sizeof(err)) != DR_OK) {
+    if (dr_oob_connect(mr, dir, self, peer, 60, err, sizeof(err)) != 0) {
         fprintf(stderr, "xfer_echo: %s\n", err);
         return 2;
     }
-    free(peer_addr);
     char *buf = malloc(MAX_MSG);
     char quit_byte;
     dr_mr_req_t *quit;

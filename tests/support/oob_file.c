@@ -2,6 +2,8 @@
 #include "oob_file.h"
 
 #include <stdio.h>
+
+#include "dualrail/ucx_mr.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -60,4 +62,25 @@ int dr_oob_fetch(const char *dir, unsigned id, double timeout, void **blob, size
         }
         usleep(20000);
     }
+}
+
+int dr_oob_connect(struct dr_mr *mr, const char *dir, unsigned self, unsigned peer, double timeout,
+                   char *err, size_t errlen)
+{
+    const void *addr;
+    size_t len;
+    void *peer_addr;
+    size_t peer_len;
+    dr_mr_address(mr, &addr, &len);
+    if (dr_oob_publish(dir, self, addr, len) != 0) {
+        snprintf(err, errlen, "cannot write %s/%u.addr", dir, self);
+        return -1;
+    }
+    if (dr_oob_fetch(dir, peer, timeout, &peer_addr, &peer_len) != 0) {
+        snprintf(err, errlen, "no address from process %u in %s after %.0f s", peer, dir, timeout);
+        return -1;
+    }
+    dr_status_t st = dr_mr_add_peer(mr, peer, peer_addr, peer_len, err, errlen);
+    free(peer_addr);
+    return st == DR_OK ? 0 : -1;
 }
