@@ -406,9 +406,12 @@ private:
     uint64_t default_iters(uint64_t size) const;
 
     const Options &o_;
-    Bench b_;
+    /* Declared before b_ so they outlive it: dr_mr_destroy() still progresses the planes,
+     * and UCX may read send buffers until the endpoints are closed. */
     std::vector<std::unique_ptr<unsigned char[]>> bufs_;
     Plan plan_{};
+    unsigned char done_byte_ = 0;
+    Bench b_;
 };
 
 uint64_t Client::default_iters(uint64_t size) const
@@ -427,8 +430,7 @@ void Client::send_plan(size_t z, Kind kind, uint64_t size, uint64_t count)
 
 void Client::stream(size_t z, Kind kind, Kind done_kind, uint64_t size, uint64_t count)
 {
-    unsigned char done_byte = 0;
-    dr_mr_req_t *done = b_.irecv(make_key(z, done_kind, 0), &done_byte, 1,
+    dr_mr_req_t *done = b_.irecv(make_key(z, done_kind, 0), &done_byte_, 1,
                                  "posting the done receive");
     const uint32_t w = o_.window;
     std::vector<dr_mr_req_t *> slot(w, nullptr);
@@ -552,16 +554,21 @@ private:
     void drain(size_t z, Kind kind, Kind done_kind, uint64_t size, uint64_t count);
 
     const Options &o_;
-    Bench b_;
+    /* Declared before b_ so they outlive it: dr_mr_destroy() still progresses the planes and
+     * places data that arrives meanwhile into the buffers of receives still posted. */
     std::vector<std::unique_ptr<unsigned char[]>> bufs_;
     uint64_t cap_ = 0;
+    Plan plan_{};
+    Bench b_;
 };
 
 Plan Server::recv_plan(size_t z, Kind kind, uint64_t size)
 {
-    Plan p{};
-    size_t got = b_.wait(b_.irecv(make_key(z, kind, 0), &p, sizeof(p), "waiting for a plan"),
+    plan_ = Plan{};
+    size_t got = b_.wait(b_.irecv(make_key(z, kind, 0), &plan_, sizeof(plan_),
+                                  "waiting for a plan"),
                          "waiting for a plan");
+    const Plan p = plan_;
     if (got != sizeof(p) || p.magic != kPlanMagic || p.kind != (uint64_t)kind) {
         throw Failure("malformed plan message from the client");
     }

@@ -84,14 +84,19 @@ done
 
 LAB_OWNED=0
 SERVER_PID=''
+CLIENT_PID=''
 TMPDIRS=()
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
+    # `timeout` passes the signal on to the benchmark it runs.
+    local pid
+    for pid in $CLIENT_PID $SERVER_PID; do
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     local d
     for d in "${TMPDIRS[@]}"; do
         rm -rf "$d"
@@ -165,8 +170,13 @@ run_bench() {
     timeout -k 10 "$kill_after" "$LAB" exec 1 "$BIN" --role server "${args[@]}" \
         >"$dir/server.out" 2>"$dir/server.err" &
     SERVER_PID=$!
+    # In the background too, so that a signal to this script is handled at once
+    # (bash runs traps only between foreground commands).
     timeout -k 10 "$kill_after" "$LAB" exec 0 "$BIN" --role client "${args[@]}" \
-        >"$out" 2>"$dir/client.err" || crc=$?
+        >"$out" 2>"$dir/client.err" &
+    CLIENT_PID=$!
+    wait "$CLIENT_PID" || crc=$?
+    CLIENT_PID=''
     wait "$SERVER_PID" || drc=$?
     SERVER_PID=''
     for src in client server; do

@@ -410,6 +410,19 @@ static void put_u32(std::vector<uint8_t> &b, uint32_t v)
 
 static void mr_teardown(Mr *mr)
 {
+    /* Receives still running are cancelled first, so no late segment lands in a buffer
+     * the caller is about to free. */
+    for (auto &p : mr->peers) {
+        if (!p) {
+            continue;
+        }
+        for (Req *r : p->recvs) {
+            if (!r->complete) {
+                r->status = DR_ERR_CANCELED;
+                r->complete = true;
+            }
+        }
+    }
     /* Say goodbye on every live endpoint, so peers log our leaving as no failure. */
     for (auto &p : mr->peers) {
         if (!p || !p->known || p->gone) {

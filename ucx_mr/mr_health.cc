@@ -141,7 +141,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     }
     l->queue.clear();
     /* Tell the peer, on a live plane, so it stops using this plane before it notices itself. */
-    for (size_t i = 0; i < planes.size(); ++i) {
+    for (size_t i = 0; i < planes.size() && !p->gone; ++i) {
         Link *o = p->links[i].get();
         if (o->state == DR_LINK_UP) {
             WireHdr h{kDown, (uint8_t)i, kWireVersion, self, 0, (uint32_t)l->plane, 0, 0, 0};

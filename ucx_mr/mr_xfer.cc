@@ -181,6 +181,9 @@ void Mr::ctrl_flush()
     for (size_t i = 0; i < ctrl.size(); ++i) {
         Link *l = ctrl[i].link;
         const WireHdr &h = ctrl[i].hdr;
+        if (h.type != kBye && peers[l->peer]->gone) {
+            continue; /* the peer has left: talking to it only makes UCX reconnect */
+        }
         if (h.type == kAck && l->state != DR_LINK_UP) {
             /* The arrival plane died: acknowledge on any live plane instead. */
             Peer *p = peer_get(l->peer, false);
@@ -626,6 +629,24 @@ extern "C" dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout,
             idle = 0;
         }
     }
+}
+
+extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
+{
+    if (mr == nullptr || req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Req *r = req;
+    if (r->complete) {
+        return DR_OK;
+    }
+    if (r->is_send) {
+        return DR_ERR_INVALID;
+    }
+    /* Receives are copied out inside UCX callbacks, so nothing else refers to buf. */
+    r->status = DR_ERR_CANCELED;
+    r->complete = true;
+    return DR_OK;
 }
 
 extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)

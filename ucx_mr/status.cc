@@ -14,6 +14,7 @@ extern "C" const char *dr_status_str(dr_status_t status)
     case DR_ERR_TRUNCATED: return "message truncated";
     case DR_ERR_TIMEOUT: return "timed out";
     case DR_ERR_PEER_MISMATCH: return "peer plane layout mismatch";
+    case DR_ERR_CANCELED: return "canceled";
     }
     return "unknown status";
 }

@@ -69,6 +69,7 @@ void dr_mr_config_default(dr_mr_config_t *cfg);
  */
 dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out, char *err,
                          size_t errlen);
+/* Receives still running are cancelled first: their buffers are not written again. */
 void dr_mr_destroy(dr_mr_t *mr);
 
 int dr_mr_num_planes(const dr_mr_t *mr);
@@ -115,6 +116,13 @@ dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len);
  * DR_ERR_TIMEOUT leaves the request running.
  */
 dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *len);
+
+/*
+ * Cancel a running receive: it completes with DR_ERR_CANCELED and its buffer
+ * is never written again. Sends cannot be cancelled (UCX may still read their
+ * buffer): DR_ERR_INVALID. A completed request is left as it is (DR_OK).
+ */
+dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req);
 
 /* Release a completed request. */
 void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req);

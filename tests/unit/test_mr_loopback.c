@@ -247,6 +247,71 @@ static void test_add_peer_errors(void **state)
     free(two);
 }
 
+static void test_cancel(void **state)
+{
+    pair_t *p = *state;
+    int v = 0, w = 1;
+    dr_mr_req_t *r, *s;
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4242, &v, sizeof(v), &r), DR_OK);
+    assert_int_equal(dr_mr_cancel(p->b, r), DR_OK);
+    assert_int_equal(dr_mr_test(p->b, r, NULL), DR_ERR_CANCELED);
+    dr_mr_req_free(p->b, r);
+    /* A send cannot be cancelled; a completed request is left alone. */
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4243, &v, sizeof(v), &r), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, 4243, &w, sizeof(w), &s), DR_OK);
+    assert_int_equal(dr_mr_cancel(p->a, s), DR_ERR_INVALID);
+    dr_status_t a, b;
+    finish(p, s, r, &a, &b, NULL);
+    assert_int_equal(b, DR_OK);
+    assert_int_equal(dr_mr_cancel(p->b, r), DR_OK);
+    assert_int_equal(dr_mr_test(p->b, r, NULL), DR_OK);
+    assert_int_equal(v, 1);
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+}
+
+/* dr_mr_destroy with a receive still posted must not write into its buffer, which the
+ * caller frees right after: data arriving during shutdown is dropped. */
+static void test_destroy_cancels_receives(void **state)
+{
+    (void)state;
+    pair_t q;
+    assert_int_equal(setup((void **)&q.a), 0);
+    pair_t *p = (pair_t *)q.a;
+    const size_t n = 1 << 20;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    memset(src, 0x11, n);
+    memset(dst, 0xee, n);
+    dr_mr_req_t *r, *s;
+    /* b talks to a first, so it has endpoints and progresses them during shutdown. */
+    int x = 3, y = 0;
+    assert_int_equal(dr_mr_irecv(p->a, 1, 8, &y, sizeof(y), &r), DR_OK);
+    assert_int_equal(dr_mr_isend(p->b, 0, 8, &x, sizeof(x), &s), DR_OK);
+    for (double end = now_s() + 10; now_s() < end && (dr_mr_test(p->a, r, NULL) == DR_INPROGRESS ||
+                                                       dr_mr_test(p->b, s, NULL) == DR_INPROGRESS);) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    assert_int_equal(y, 3);
+    dr_mr_req_free(p->a, r);
+    dr_mr_req_free(p->b, s);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 9, dst, n, &r), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, 9, src, n, &s), DR_OK);
+    for (int i = 0; i < 20; ++i) {
+        dr_mr_progress(p->a); /* the data is on its way; b has not looked yet */
+    }
+    dr_mr_destroy(p->b);
+    for (size_t i = 0; i < n; ++i) {
+        if (dst[i] != 0xee) {
+            fail_msg("byte %zu of a cancelled receive was written during dr_mr_destroy", i);
+        }
+    }
+    dr_mr_destroy(p->a);
+    free(p);
+    free(src);
+    free(dst);
+}
+
 static void test_create_errors(void **state)
 {
     (void)state;
@@ -289,6 +354,8 @@ int main(void)
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_wait_timeout_and_bad_args),
         cmocka_unit_test(test_add_peer_errors),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_destroy_cancels_receives),
         cmocka_unit_test(test_create_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

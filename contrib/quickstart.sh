@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# DualRail quickstart: set-up, build, the dual-plane lab, the transfer benchmark
+# (one plane vs two), then a live fault on plane A mid-stream and its heal.
+# Needs root (network namespaces). Takes about two minutes.
+#
+#   ./contrib/quickstart.sh [--keep-lab] [--fault down|blackhole|reset]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+keep=0
+fault=blackhole
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep-lab) keep=1 ;;
+    --fault) fault=${2:?--fault needs a kind}; shift ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "quickstart.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$fault" in down|blackhole|reset) ;; *) echo "quickstart.sh: --fault takes down, blackhole or reset" >&2; exit 2 ;; esac
+if [ "$(id -u)" -ne 0 ]; then
+  echo "quickstart.sh: needs root (the lab builds network namespaces)" >&2
+  exit 1
+fi
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "1/5 set-up (Debian packages)"
+./contrib/setup.sh
+echo "all packages present"
+
+step "2/5 build into build/"
+cmake -S . -B build >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+echo "built: build/ucx_mr/libdualrail_ucx_mr.so, benchmark, demo"
+
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drlab}
+lab=./contrib/lab.sh
+step "3/5 the lab: 2 nodes, planes A and B capped at 1 Gbit/s each"
+$lab up --nodes 2 --rate 1gbit
+[ "$keep" -eq 1 ] || trap '$lab down >/dev/null 2>&1 || true' EXIT
+$lab status
+
+step "4/5 transfer benchmark, node0 -> node1: one plane vs two"
+./perf/transfer_bench.sh
+
+step "5/5 live failover: plane A of node1 cut ($fault) mid-stream, then healed"
+dir=$(mktemp -d /tmp/dualrail-quickstart-XXXXXX)
+demo=build/contrib/demo/dualrail-failover-demo
+timeout 150 $lab exec 1 "$root/$demo" server "$dir" ethA,ethB >"$dir/server.log" 2>&1 &
+srv=$!
+rc=0
+timeout 150 $lab exec 0 "$root/$demo" client "$dir" ethA,ethB "$root/contrib/lab.sh" 1 "$fault" \
+  2> >(grep --line-buffered "dualrail" >&2) || rc=$?
+wait "$srv" || rc=$?
+$lab fault 1 a heal >/dev/null 2>&1 || true
+echo "receiver: $(tail -n 1 "$dir/server.log")"
+rm -rf "$dir"
+if [ "$rc" -ne 0 ]; then
+  echo "quickstart.sh: the failover demo failed (exit $rc)" >&2
+  exit "$rc"
+fi
+printf '\nDone. The lab is %s.\n' "$([ "$keep" -eq 1 ] && echo "still up ($lab status; $lab down)" || echo "removed")"
