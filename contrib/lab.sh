@@ -37,11 +37,16 @@ usage() {
 usage: lab.sh COMMAND [ARGS]
 
   up [--nodes N] [--rate R | --rate-a R --rate-b R] [--tcp-retries2 N]
+     [--miscable NODE]
                           (re)create the lab: N nodes (2..16, default 4);
                           optional tc rate caps (tc syntax: 1gbit, 500mbit)
                           on both directions of each node's plane links;
                           returns once every node reaches every other node
-                          on the management network and both planes
+                          on the management network and both planes;
+                          --miscable NODE wires NODE's ethA to plane B's
+                          bridge and its ethB to plane A's (addresses
+                          unchanged: a swapped cable pair, for wiring
+                          checks); its planes are then not waited for
   down                    remove everything the lab made (idempotent)
   status                  nodes, addresses, link states, caps and faults
   nodes                   print the node count of the running lab
@@ -92,10 +97,10 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 ns_exists() { [[ -e /run/netns/$1 ]]; }
 
 # The state file: KEY=VALUE lines, loaded into ST_<KEY>.
-ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2=''
+ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE=''
 load_state() {
     local k v
-    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2=''
+    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE=''
     [[ -f $RUN/state ]] || return 0
     while IFS='=' read -r k v; do
         case $k in
@@ -103,6 +108,7 @@ load_state() {
             RATE_A) ST_RATE_A=$v ;;
             RATE_B) ST_RATE_B=$v ;;
             TCP_RETRIES2) ST_TCP_RETRIES2=$v ;;
+            MISCABLE) ST_MISCABLE=$v ;;
         esac
     done <"$RUN/state"
 }
@@ -296,7 +302,7 @@ cmd_down() {
 # ---------------------------------------------------------------- up
 
 cmd_up() {
-    local nodes=4 rate_a='' rate_b='' retries2='' i p
+    local nodes=4 rate_a='' rate_b='' retries2='' miscable='' i p
     while (($#)); do
         case $1 in
             --nodes|-n) [[ $# -ge 2 ]] || die "--nodes needs a value"; nodes=$2; shift 2 ;;
@@ -309,6 +315,8 @@ cmd_up() {
             --rate-b=*) rate_b=${1#*=}; shift ;;
             --tcp-retries2) [[ $# -ge 2 ]] || die "--tcp-retries2 needs a value"; retries2=$2; shift 2 ;;
             --tcp-retries2=*) retries2=${1#*=}; shift ;;
+            --miscable) [[ $# -ge 2 ]] || die "--miscable needs a node"; miscable=$2; shift 2 ;;
+            --miscable=*) miscable=${1#*=}; shift ;;
             *) die "up: unknown option '$1'" ;;
         esac
     done
@@ -319,6 +327,8 @@ cmd_up() {
     done
     [[ -z $retries2 ]] || { is_uint "$retries2" && ((retries2 <= 255)); } ||
         die "bad --tcp-retries2 '$retries2' (0..255)"
+    [[ -z $miscable ]] || { is_uint "$miscable" && ((miscable < nodes)); } ||
+        die "bad --miscable '$miscable' (a node: 0..$((nodes - 1)))"
     need_root
     need_tools ip tc iptables nsenter unshare ping mount umount flock sysctl
     take_lock
@@ -335,6 +345,7 @@ cmd_up() {
         echo "RATE_A=$rate_a"
         echo "RATE_B=$rate_b"
         echo "TCP_RETRIES2=$retries2"
+        echo "MISCABLE=$miscable"
     } >"$RUN/state"
     load_state
 
@@ -350,7 +361,7 @@ cmd_up() {
     } | ip -n "$SW" -batch -
 
     # nodes
-    local ns hosts_body
+    local ns hosts_body br
     hosts_body=$(
         echo "127.0.0.1 localhost"
         echo "::1 localhost ip6-localhost ip6-loopback"
@@ -393,8 +404,13 @@ cmd_up() {
                 echo "link set ${PIF[$p]} up"
             done
         } | ip -n "$ns" -batch -
+        # the legs into their bridges; a mis-cabled node's plane legs swap bridges
         for p in M A B; do
-            echo "link set n$i$p master br$p"
+            br=$p
+            if [[ $i == "$miscable" && $p != M ]]; then
+                if [[ $p == A ]]; then br=B; else br=A; fi
+            fi
+            echo "link set n$i$p master br$br"
             echo "link set n$i$p up"
         done | ip -n "$SW" -batch -
         for p in a b; do
@@ -413,7 +429,7 @@ cmd_up() {
     done >"$RUN/hostfile"
     write_agent "$nodes"
 
-    wait_reachable "$nodes"
+    wait_reachable "$nodes" "$miscable"
     UP_DONE=1
     trap - EXIT
 }
@@ -474,16 +490,21 @@ EOF
 # three networks, and every other node pings node0 on all three (all nodes
 # in parallel).  Each network is one L2 segment, so this proves every leg
 # works in both directions, i.e. every node reaches every other node.
-# Each target gets retries until the deadline (UP_WAIT seconds).
+# Each target gets retries until the deadline (UP_WAIT seconds).  A
+# mis-cabled node (--miscable) is checked on the management network only, and
+# the hub is node 1 when node 0 is the mis-cabled one.
 wait_reachable() {
-    local nodes=$1 i j p pids=() rc=0 line
-    local -a targets
+    local nodes=$1 mis=${2:-} i j p hub=0 pids=() rc=0 line
+    local -a targets nets
+    [[ $mis == 0 ]] && hub=1
     for ((i = 0; i < nodes; i++)); do
         targets=()
         for ((j = 0; j < nodes; j++)); do
             ((i == j)) && continue
-            ((i == 0 || j == 0)) || continue
-            for p in 0 1 2; do targets+=("$NET.$p.$((j + 1))"); done
+            ((i == hub || j == hub)) || continue
+            nets=(0 1 2)
+            [[ $i == "$mis" || $j == "$mis" ]] && nets=(0)
+            for p in "${nets[@]}"; do targets+=("$NET.$p.$((j + 1))"); done
         done
         # shellcheck disable=SC2016
         ip netns exec "$PREFIX-n$i" timeout $((UP_WAIT + 5)) bash -c '
@@ -538,6 +559,8 @@ cmd_status() {
     echo "lab $PREFIX: up, $n nodes (switch namespace $SW; bridges brM brA brB)"
     echo "caps: plane a ${ST_RATE_A:-none}, plane b ${ST_RATE_B:-none} (configured; live qdiscs below)"
     [[ -z $ST_TCP_RETRIES2 ]] || echo "tcp_retries2: $ST_TCP_RETRIES2"
+    [[ -z $ST_MISCABLE ]] ||
+        echo "mis-cabled: node$ST_MISCABLE (its ethA is on plane B's bridge, its ethB on plane A's)"
     swq=$(tc -n "$SW" qdisc show 2>/dev/null || true)
     for ((i = 0; i < n; i++)); do
         ns=$PREFIX-n$i
@@ -720,11 +743,21 @@ cmd_mpirun() {
     # ranks of different nodes on the same cores.  A default only; an explicit
     # --bind-to on the command line wins.
     export OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
+    # Point-to-point traffic stays on the management network unless the caller
+    # chooses the interfaces itself (Open MPI refuses a parameter given twice).
+    local -a btl_if=(--mca btl_tcp_if_include ethM)
+    local a prev=
+    for a in "$@"; do
+        if [[ ($prev == --mca || $prev == -mca) && $a == btl_tcp_if_include ]]; then
+            btl_if=()
+        fi
+        prev=$a
+    done
     exec ip netns exec "$PREFIX-n0" nsenter --uts="$RUN/uts/node0" -- \
         mpirun --hostfile "$RUN/hostfile" \
         --mca plm_rsh_agent "$RUN/rsh-agent" \
         --mca oob_tcp_if_include ethM \
-        --mca btl_tcp_if_include ethM \
+        "${btl_if[@]}" \
         --mca mca_base_component_path "$comp" \
         "$@"
 }

@@ -7,6 +7,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -336,7 +337,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     ucp_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_AM;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     params.name = "dualrail";
     st = ucp_init(&params, config, &pl->context);
     ucp_config_release(config);
@@ -384,6 +385,19 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     }
     pl->address = attr.address;
     pl->address_len = attr.address_length;
+    int efd;
+    if (ucp_worker_get_efd(pl->worker, &efd) == UCS_OK) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.u32 = (uint32_t)pl->index;
+        if (mr->epfd < 0) {
+            mr->epfd = epoll_create1(EPOLL_CLOEXEC);
+        }
+        if (mr->epfd >= 0) {
+            epoll_ctl(mr->epfd, EPOLL_CTL_ADD, efd, &ev);
+        }
+    }
     struct ifaddrs *ifs;
     if (getifaddrs(&ifs) == 0) {
         std::string base = pl->device.substr(0, pl->device.find(':'));
@@ -482,6 +496,10 @@ static void mr_teardown(Mr *mr)
         }
         p->unexpected.clear();
     }
+    if (mr->epfd >= 0) {
+        close(mr->epfd);
+        mr->epfd = -1;
+    }
     for (auto &pl : mr->planes) {
         if (pl->address) {
             ucp_worker_release_address(pl->worker, pl->address);
@@ -568,7 +586,8 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
             auto pl = std::make_unique<Plane>();
             pl->mr = mr;
             pl->index = i;
-            pl->device = dr_plane_select_device(&list.planes[i]);
+            char why[256] = "";
+            pl->device = dr_plane_select_device_why(&list.planes[i], why, sizeof(why));
             mr->planes.push_back(std::move(pl));
             st = plane_open(mr, mr->planes.back().get(), err, errlen);
             if (st != DR_OK) {
@@ -576,7 +595,8 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
                 delete mr;
                 return st;
             }
-            mr->log(DR_LOG_INFO, "plane %d uses device %s", i, mr->planes.back()->device.c_str());
+            mr->log(DR_LOG_INFO, "plane %d uses device %s: %s", i,
+                    mr->planes.back()->device.c_str(), why);
         }
         /* Address blob: magic, version, plane count, id, then per plane: device, IPv4, address. */
         put_u32(mr->blob, kAddrMagic);

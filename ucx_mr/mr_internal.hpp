@@ -214,6 +214,7 @@ struct Mr {
     std::vector<Op *> free_ops;
     std::vector<Ctrl> ctrl;
     std::vector<void *> closing;  /* endpoint close requests still running */
+    int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
     uint64_t last_watchdog = 0;
     uint64_t stall_us = 0, probe_us = 0, peer_timeout_us = 0;

@@ -15,6 +15,7 @@
  * receiver's ranges never overlap partially.
  */
 #include <sched.h>
+#include <sys/epoll.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -588,6 +589,23 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     return events;
 }
 
+extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
+{
+    if (mr == nullptr || mr->epfd < 0 || timeout <= 0) {
+        return;
+    }
+    for (auto &pl : mr->planes) {
+        /* BUSY: events arrived since the last progress; sleeping now would miss them. */
+        if (ucp_worker_arm(pl->worker) != UCS_OK) {
+            return;
+        }
+    }
+    int ms = (int)(timeout * 1000 + 0.5);
+    ms = ms < 1 ? 1 : ms > 10 ? 10 : ms;
+    struct epoll_event ev[DR_MAX_PLANES];
+    (void)epoll_wait(mr->epfd, ev, DR_MAX_PLANES, ms);
+}
+
 extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
 {
     (void)mr;
@@ -621,9 +639,10 @@ extern "C" dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout,
             return DR_ERR_TIMEOUT;
         }
         if (dr_mr_progress(mr) == 0) {
-            /* Several processes share a core in the lab: give the CPU away when idle. */
+            /* Spin briefly (latency), then sleep on the planes' descriptors: several
+             * processes share a core in the lab, and the network stack needs it too. */
             if (++idle > 64) {
-                sched_yield();
+                dr_mr_wait_event(mr, 0.001);
             }
         } else {
             idle = 0;

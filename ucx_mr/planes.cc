@@ -163,7 +163,8 @@ extern "C" dr_status_t dr_plane_list_check(const dr_plane_list_t *list, dr_devic
     return DR_OK;
 }
 
+/* NUMA/PCIe-affine choice: ucx_mr/topo.cc. */
 extern "C" const char *dr_plane_select_device(const dr_plane_spec_t *plane)
 {
-    return plane->ndevices > 0 ? plane->devices[0] : nullptr;
+    return dr_plane_select_device_why(plane, nullptr, 0);
 }

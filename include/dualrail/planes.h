@@ -54,11 +54,15 @@ dr_status_t dr_plane_list_check(const dr_plane_list_t *list, dr_device_exists_fn
                                 void *arg, char *err, size_t errlen);
 
 /*
- * The device this process uses on the plane. Today: the first listed.
- * This is the hook for NUMA/PCIe-affine selection (hwloc), which replaces the
- * body without changing callers.
+ * The device this process uses on the plane: the one nearest to its GPU
+ * (DUALRAIL_GPU_BUSID) or else to its CPU binding, ties spread over the
+ * processes of the node (see dualrail/topo.h). A plane with one device, or
+ * whose devices hwloc cannot place, gets its first device.
  */
 const char *dr_plane_select_device(const dr_plane_spec_t *plane);
+
+/* The same, and why in one line (why may be NULL): for the verbose log. */
+const char *dr_plane_select_device_why(const dr_plane_spec_t *plane, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,15 @@ dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, siz
 int dr_mr_progress(dr_mr_t *mr);
 
 /*
+ * Sleep until a plane has something to progress, or timeout seconds pass
+ * (capped at 10 ms so that health checks keep running). Returns at once when
+ * events are already pending. For waiting loops that would otherwise spin:
+ * several processes share a core in the lab, and the kernel's network stack
+ * needs the CPU too. Call dr_mr_progress() afterwards.
+ */
+void dr_mr_wait_event(dr_mr_t *mr, double timeout);
+
+/*
  * DR_INPROGRESS while running; otherwise the final status. *len (may be NULL)
  * gets the bytes received (receives) or sent (sends).
  */

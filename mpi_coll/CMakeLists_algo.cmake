@@ -1,0 +1,24 @@
+# coll/dualrail algorithm layer: pure C++ (no Open MPI headers), a static PIC
+# library the component .so and the unit tests link. Included by
+# mpi_coll/CMakeLists.txt (and by tests/unit/algo_tests.cmake when mpi_coll/
+# is not part of the build); paths are relative to this file, so either works.
+if(NOT TARGET dualrail_algo)
+  add_library(dualrail_algo STATIC
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_ring.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/engine.cc
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll.cc)
+  target_include_directories(dualrail_algo PUBLIC
+    ${PROJECT_SOURCE_DIR}/include
+    ${CMAKE_CURRENT_LIST_DIR})
+  target_link_libraries(dualrail_algo PUBLIC dualrail_ucx_mr)
+  # Linked into mca_coll_dualrail.so: nothing of it is exported from there
+  # (Open MPI's rule: only mca_coll_dualrail_*); dr_allreduce stays callable
+  # from the glue inside the same .so.
+  set_target_properties(dualrail_algo PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+endif()

@@ -1,0 +1,365 @@
+/* Request slots, waits, aborts and cleanup shared by the algorithms (engine.hpp). */
+#include "algo/engine.hpp"
+
+#include <sched.h>
+
+#include <cassert>
+#include <cstdarg>
+#include <cstdio>
+#include <new>
+
+#include "dualrail/key.h"
+
+namespace dualrail {
+namespace coll {
+
+namespace {
+
+/*
+ * Abort payloads: a send's buffer must outlive the call when the peer never
+ * takes the message, so the 4 bytes come from this static table (indexed by
+ * -status - 1), never from the stack.
+ */
+const int32_t kAbortCodes[] = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -10};
+constexpr size_t kAbortLen = sizeof(int32_t);
+
+const int32_t *abort_payload(dr_status_t st)
+{
+    long i = -(long)st - 1;
+    if (i < 0 || i >= (long)(sizeof(kAbortCodes) / sizeof(kAbortCodes[0]))) {
+        i = -(long)DR_ERR_PEER_UNREACHABLE - 1;
+    }
+    return &kAbortCodes[i];
+}
+
+dr_status_t abort_status(int32_t code)
+{
+    if (code <= -1 && code >= -10) {
+        return (dr_status_t)code;
+    }
+    return DR_ERR_PEER_UNREACHABLE;
+}
+
+} // namespace
+
+Engine::Engine(Transport &t, const Params &p, const char *algo)
+    : t_(t), p_(p), algo_(algo), last_(std::chrono::steady_clock::now())
+{
+}
+
+Engine::~Engine() = default;
+
+dr_status_t Engine::init(size_t nslots, const int *peers, size_t npeers)
+{
+    try {
+        ops_.assign(nslots, Op{});
+        listeners_.reserve(npeers);
+        failed_.reserve(npeers);
+        for (size_t i = 0; i < npeers; ++i) {
+            bool dup = peers[i] < 0 || peers[i] == p_.rank;
+            for (const Listener &l : listeners_) {
+                dup = dup || l.peer == peers[i];
+            }
+            if (!dup) {
+                listeners_.push_back(Listener{peers[i], nullptr, 0});
+            }
+        }
+    } catch (const std::bad_alloc &) {
+        return set_error(DR_ERR_NO_MEMORY, "out of memory for %zu request slots", nslots);
+    }
+    return DR_OK;
+}
+
+uint64_t Engine::key(uint32_t step, uint32_t block, uint32_t seg) const
+{
+    const dr_key_fields_t f = {p_.comm_id, p_.seq & kSeqMask, step, block, seg};
+    uint64_t k = 0;
+    const bool ok = dr_key_pack(&f, &k);
+    assert(ok); /* allreduce() bounds every field before an algorithm runs */
+    (void)ok;
+    return k;
+}
+
+dr_status_t Engine::isend(size_t slot, int peer, uint32_t step, uint64_t key, const void *buf,
+                          size_t len)
+{
+    if (len == 0) {
+        return DR_OK;
+    }
+    Op &op = ops_[slot];
+    assert(op.req == nullptr);
+    dr_status_t st = t_.isend(peer, key, buf, len, &op.req);
+    if (st != DR_OK) {
+        op.req = nullptr;
+        return transport_error(st, peer, step, "send to");
+    }
+    op.buf = buf;
+    op.peer = peer;
+    op.step = step;
+    op.len = len;
+    op.send = true;
+    return DR_OK;
+}
+
+dr_status_t Engine::irecv(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len)
+{
+    if (len == 0) {
+        return DR_OK;
+    }
+    Op &op = ops_[slot];
+    assert(op.req == nullptr);
+    dr_status_t st = t_.irecv(peer, key, buf, len, &op.req);
+    if (st != DR_OK) {
+        op.req = nullptr;
+        return transport_error(st, peer, step, "receive from");
+    }
+    op.buf = buf;
+    op.peer = peer;
+    op.step = step;
+    op.len = len;
+    op.send = false;
+    return DR_OK;
+}
+
+dr_status_t Engine::test(size_t slot)
+{
+    Op &op = ops_[slot];
+    if (op.req == nullptr) {
+        return DR_OK;
+    }
+    size_t got = 0;
+    dr_status_t st = t_.test(op.req, &got);
+    if (st == DR_INPROGRESS) {
+        return st;
+    }
+    t_.release(op.req);
+    op.req = nullptr;
+    if (st != DR_OK) {
+        return transport_error(st, op.peer, op.step, op.send ? "send to" : "receive from");
+    }
+    if (!op.send && got != op.len) {
+        mark_failed(op.peer);
+        return set_error(DR_ERR_TRUNCATED,
+                         "%s sent %zu bytes at step %u where %zu were expected (do the ranks agree "
+                         "on count, datatype and algorithm?)",
+                         name(op.peer).s, got, op.step, op.len);
+    }
+    ++completions_;
+    return DR_OK;
+}
+
+Engine::Name Engine::name(int peer) const
+{
+    Name n;
+    n.s[0] = '\0';
+    t_.peer_name(peer, n.s, sizeof(n.s));
+    return n;
+}
+
+dr_status_t Engine::wait(size_t slot)
+{
+    const int peer = ops_[slot].peer;
+    const uint32_t step = ops_[slot].step;
+    for (;;) {
+        dr_status_t st = test(slot);
+        if (st != DR_INPROGRESS) {
+            return st;
+        }
+        st = stalled(peer, step);
+        if (st != DR_OK) {
+            return st;
+        }
+    }
+}
+
+dr_status_t Engine::stalled(int peer, uint32_t step)
+{
+    const int events = t_.progress();
+    const auto now = std::chrono::steady_clock::now();
+    if (completions_ != seen_) {
+        seen_ = completions_;
+        last_ = now;
+        idle_spins_ = 0;
+    }
+    const double waited = std::chrono::duration<double>(now - last_).count();
+    if (!listening_ && waited >= kAbortListenAfter) {
+        listen();
+    }
+    if (listening_) {
+        dr_status_t st = check_aborts();
+        if (st != DR_OK) {
+            return st;
+        }
+    }
+    if (p_.timeout > 0 && waited > p_.timeout) {
+        return set_error(DR_ERR_TIMEOUT, "no progress for %.3g s while waiting for %s (step %u)",
+                         waited, name(peer).s, step);
+    }
+    if (events == 0) {
+        if (p_.idle != nullptr) {
+            p_.idle(p_.idle_arg);
+        } else if (++idle_spins_ > 64) {
+            sched_yield(); /* ranks may share cores: give the CPU away while waiting */
+        }
+    }
+    return DR_OK;
+}
+
+dr_status_t Engine::listen()
+{
+    listening_ = true;
+    const uint64_t k = key(kAbortStep, 0, 0);
+    for (Listener &l : listeners_) {
+        if (t_.irecv(l.peer, k, &l.code, kAbortLen, &l.req) != DR_OK) {
+            l.req = nullptr; /* a peer we cannot hear from fails our own transfers instead */
+        }
+    }
+    return DR_OK;
+}
+
+dr_status_t Engine::check_aborts()
+{
+    for (Listener &l : listeners_) {
+        if (l.req == nullptr) {
+            continue;
+        }
+        size_t got = 0;
+        dr_status_t st = t_.test(l.req, &got);
+        if (st == DR_INPROGRESS) {
+            continue;
+        }
+        t_.release(l.req);
+        l.req = nullptr;
+        if (st == DR_OK && got == kAbortLen) {
+            aborted_by_ = l.peer;
+            const dr_status_t remote = abort_status(l.code);
+            return set_error(remote, "%s gave up on the collective (its error: %s)", name(l.peer).s,
+                             dr_status_str(remote));
+        }
+    }
+    return DR_OK;
+}
+
+dr_status_t Engine::transport_error(dr_status_t st, int peer, uint32_t step, const char *what)
+{
+    mark_failed(peer);
+    return set_error(st, "%s %s failed at step %u: %s (%s)", what, name(peer).s, step,
+                     dr_status_str(st), t_.last_error());
+}
+
+void Engine::mark_failed(int peer)
+{
+    if (!failed(peer) && failed_.size() < failed_.capacity()) {
+        failed_.push_back(peer); /* capacity reserved in init(): never allocates */
+    }
+}
+
+bool Engine::failed(int peer) const
+{
+    for (int f : failed_) {
+        if (f == peer) {
+            return true;
+        }
+    }
+    return false;
+}
+
+dr_status_t Engine::set_error(dr_status_t st, const char *fmt, ...)
+{
+    if (status_ != DR_OK) {
+        return st; /* the first error is the one worth reporting */
+    }
+    status_ = st;
+    char line[768];
+    int n = snprintf(line, sizeof(line), "%s allreduce, rank %d of %d: ", algo_, p_.rank, p_.size);
+    if (n < 0 || (size_t)n >= sizeof(line)) {
+        n = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+    va_end(ap);
+    try {
+        error_ = line;
+    } catch (const std::bad_alloc &) {
+        error_.clear();
+    }
+    return st;
+}
+
+void Engine::notify_peers(dr_status_t st)
+{
+    const uint64_t k = key(kAbortStep, 0, 0);
+    for (const Listener &l : listeners_) {
+        if (l.peer == aborted_by_ || failed(l.peer)) {
+            continue;
+        }
+        Transport::Req r = nullptr;
+        if (t_.isend(l.peer, k, abort_payload(st), kAbortLen, &r) == DR_OK) {
+            size_t got;
+            if (t_.test(r, &got) != DR_INPROGRESS) {
+                t_.release(r);
+            }
+            /* else: the peer may never take it; the transport keeps the request */
+        }
+    }
+}
+
+dr_status_t Engine::finish(dr_status_t st, std::string *err)
+{
+    for (Op &op : ops_) {
+        if (op.req != nullptr && st == DR_OK) {
+            /* An algorithm left a request running: a bug, never a silent success. */
+            st = set_error(DR_ERR_INVALID, "internal error: a request to %s was left at step %u",
+                           name(op.peer).s, op.step);
+        }
+    }
+    if (st != DR_OK) {
+        notify_peers(st);
+    }
+    for (Listener &l : listeners_) {
+        if (l.req != nullptr) {
+            t_.cancel(l.req);
+            size_t got;
+            if (t_.test(l.req, &got) != DR_INPROGRESS) {
+                t_.release(l.req);
+            }
+            l.req = nullptr;
+        }
+    }
+    for (Op &op : ops_) {
+        if (op.req == nullptr) {
+            continue;
+        }
+        if (!op.send) {
+            t_.cancel(op.req);
+        }
+        size_t got;
+        if (t_.test(op.req, &got) != DR_INPROGRESS) {
+            t_.release(op.req);
+        } else {
+            /* A running send, which the transport keeps (see engine.hpp). */
+            const char *b = static_cast<const char *>(op.buf);
+            if (scratch_ != nullptr && b < scratch_ + scratch_len_ && scratch_ < b + op.len) {
+                scratch_busy_ = true;
+            }
+        }
+        op.req = nullptr;
+    }
+    if (err != nullptr) {
+        try {
+            if (st == DR_OK) {
+                err->clear();
+            } else if (!error_.empty()) {
+                *err = error_;
+            } else {
+                *err = std::string(algo_) + " allreduce failed: " + dr_status_str(st);
+            }
+        } catch (const std::bad_alloc &) {
+        }
+    }
+    return st;
+}
+
+} // namespace coll
+} // namespace dualrail

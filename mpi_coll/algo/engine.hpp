@@ -1,0 +1,140 @@
+/*
+ * What every algorithm needs around its schedule: a fixed table of request
+ * slots, keys, waits that never hang, and an orderly exit on error.
+ *
+ * Waits. An algorithm tests the slots it cares about; when nothing of its own
+ * completed it calls stalled(), which drives the transport and then
+ *   - fails with DR_ERR_TIMEOUT once p.timeout seconds passed without any of
+ *     this call's requests completing (an inactivity limit, not a deadline:
+ *     a long transfer that keeps completing segments never trips it);
+ *   - calls p.idle when the transport reported nothing at all (the glue
+ *     yields the CPU or runs opal_progress there); without p.idle it yields
+ *     after a short spin;
+ *   - listens for aborts (below) once the call has waited a little.
+ *
+ * Aborts. A rank that fails (transport error, timeout, a peer's abort) tells
+ * every peer of its schedule, except the failed ones, with a 4-byte message
+ * under the reserved step kAbortStep of this collective's key. A rank that
+ * has waited more than kAbortListenAfter posts receives for those messages
+ * from all its schedule peers, and fails when one arrives. So an error on one
+ * link spreads along the schedule and every rank returns an error, even
+ * without a timeout. Fast collectives never post these receives; they are
+ * cancelled on success.
+ *
+ * Cleanup on error: running receives are cancelled (their buffers are never
+ * written again) and released; running sends cannot be cancelled and are
+ * left to the transport (ucx_mr frees them at dr_mr_destroy; UCX may still
+ * read their buffers while it retries). When such a send reads scratch
+ * memory, scratch_busy() says so and the algorithm abandons its Scratch
+ * instead of freeing it.
+ */
+#ifndef DUALRAIL_ALGO_ENGINE_HPP
+#define DUALRAIL_ALGO_ENGINE_HPP
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algo/allreduce.hpp"
+#include "algo/transport.hpp"
+#include "dualrail/status.h"
+
+namespace dualrail {
+namespace coll {
+
+/* Highest step value: never used by a schedule (ring: at most 4093, rd: at most 13). */
+constexpr uint32_t kAbortStep = 0xfff;
+/* Seconds a call waits before it listens for aborts from its peers. */
+constexpr double kAbortListenAfter = 0.002;
+
+class Engine {
+  public:
+    Engine(Transport &t, const Params &p, const char *algo);
+    ~Engine();
+    Engine(const Engine &) = delete;
+    Engine &operator=(const Engine &) = delete;
+
+    /* Allocate nslots request slots; peers: every rank this rank exchanges with. */
+    dr_status_t init(size_t nslots, const int *peers, size_t npeers);
+
+    uint64_t key(uint32_t step, uint32_t block, uint32_t seg) const;
+
+    /* Start a transfer in a free slot. len 0 posts nothing. */
+    dr_status_t isend(size_t slot, int peer, uint32_t step, uint64_t key, const void *buf,
+                      size_t len);
+    dr_status_t irecv(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len);
+
+    bool busy(size_t slot) const { return ops_[slot].req != nullptr; }
+    /* DR_OK once the slot's request completed (it is released) or when the slot is free. */
+    dr_status_t test(size_t slot);
+    /* test() + stalled() until the slot is done. */
+    dr_status_t wait(size_t slot);
+    /* Nothing completed: drive the network, idle, check timeout and aborts. */
+    dr_status_t stalled(int peer, uint32_t step);
+
+    /* Record the first error (printf format, lowercase, one line); returns st. */
+    dr_status_t set_error(dr_status_t st, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+    /* Leave: on success drop the abort receives; on error clean up and notify peers. */
+    dr_status_t finish(dr_status_t st, std::string *err);
+
+    /* The scratch range, so finish() can tell whether an abandoned send still reads it. */
+    void set_scratch(const void *buf, size_t len)
+    {
+        scratch_ = static_cast<const char *>(buf);
+        scratch_len_ = len;
+    }
+    bool scratch_busy() const { return scratch_busy_; }
+
+  private:
+    struct Op {
+        Transport::Req req = nullptr;
+        const void *buf = nullptr;
+        int peer = -1;
+        uint32_t step = 0;
+        size_t len = 0;
+        bool send = false;
+    };
+    struct Listener {
+        int peer;
+        Transport::Req req;
+        int32_t code;
+    };
+
+    struct Name {
+        char s[96];
+    };
+    Name name(int peer) const;
+    dr_status_t transport_error(dr_status_t st, int peer, uint32_t step, const char *what);
+    dr_status_t listen();
+    dr_status_t check_aborts();
+    void notify_peers(dr_status_t st);
+    void mark_failed(int peer);
+    bool failed(int peer) const;
+
+    Transport &t_;
+    const Params &p_;
+    const char *algo_;
+    std::vector<Op> ops_;
+    std::vector<Listener> listeners_;
+    std::vector<int> failed_;
+    bool listening_ = false;
+    int aborted_by_ = -1;
+    uint64_t completions_ = 0;
+    uint64_t seen_ = 0;
+    unsigned idle_spins_ = 0;
+    std::chrono::steady_clock::time_point last_;
+    dr_status_t status_ = DR_OK;
+    std::string error_;
+    const char *scratch_ = nullptr;
+    size_t scratch_len_ = 0;
+    bool scratch_busy_ = false;
+};
+
+} // namespace coll
+} // namespace dualrail
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * coll/dualrail: Open MPI 4.1 collective component that runs allreduce
+ * plane-striped over ucx_mr and survives the loss of a plane.
+ *
+ * This glue is C (Open MPI's internal headers are not C++) and is the only
+ * code that includes them. The algorithms live behind dr_coll.h.
+ *
+ * Lifecycle:
+ *   open            register MCA variables, open the output stream
+ *   comm_query      MPI_COMM_WORLD: create the ucx_mr context (once), offer a
+ *                   module on every rank whatever the local outcome, so the
+ *                   agreement in enable can never leave a rank out;
+ *                   other communicators: offered only if the job agreed
+ *   enable (world)  agreement + address exchange through the previous
+ *                   module's allgather: every rank learns whether every rank
+ *                   has the same plane count; if not, the component stays
+ *                   pass-through everywhere (never a hang, never mixed planes)
+ *   allreduce       checks the call, falls back to the previous module for
+ *                   anything it does not handle, before any data moves
+ *   close           destroys the ucx_mr context
+ */
+#ifndef MCA_COLL_DUALRAIL_H
+#define MCA_COLL_DUALRAIL_H
+
+#include "ompi_config.h"
+
+#include "mpi.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/coll/coll.h"
+#include "opal/class/opal_object.h"
+
+#include "dualrail/ucx_mr.h"
+
+BEGIN_C_DECLS
+
+enum {
+    MCA_COLL_DUALRAIL_STATE_UNKNOWN = 0, /* before the world agreement */
+    MCA_COLL_DUALRAIL_STATE_ON = 1,
+    MCA_COLL_DUALRAIL_STATE_OFF = -1
+};
+
+typedef struct mca_coll_dualrail_component_t {
+    mca_coll_base_component_2_0_0_t super;
+
+    /* MCA variables */
+    int priority;
+    int verbose;
+    char *planes;
+    char *transports;
+    int allreduce_algorithm;      /* DR_ALGO_* */
+    size_t rd_max_bytes;
+    size_t segment_size;
+    size_t wire_segment_size;
+    unsigned window;
+    double stall_timeout;
+    double probe_interval;
+    double peer_timeout;
+    double op_timeout;
+    double spin_time;
+
+    /* state */
+    int output;
+    int state;
+    dr_mr_t *mr;
+    int world_rank;
+    char reason[512];             /* why this process cannot run dualrail, if it cannot */
+} mca_coll_dualrail_component_t;
+
+typedef struct mca_coll_dualrail_module_t {
+    mca_coll_base_module_t super;
+
+    ompi_communicator_t *comm;
+    bool active;                  /* false: every call goes to the previous module */
+    uint32_t *peer_ids;           /* ucx_mr id (world rank) of each rank of comm */
+    uint32_t comm_id;
+    uint32_t seq;
+    uint64_t calls, fallbacks;
+
+    mca_coll_base_module_allreduce_fn_t previous_allreduce;
+    mca_coll_base_module_t *previous_allreduce_module;
+} mca_coll_dualrail_module_t;
+
+OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
+OBJ_CLASS_DECLARATION(mca_coll_dualrail_module_t);
+
+/* Registered with opal_progress while dualrail is on. */
+int mca_coll_dualrail_progress(void);
+
+int mca_coll_dualrail_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t *comm,
+                                                     int *priority);
+
+int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm,
+                                mca_coll_base_module_t *module);
+
+/* Reduction through Open MPI's op engine, MPI-correct where 4.1.4's is not. */
+void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *arg);
+/* Whether (op, dtype) is a predefined commutative reduction this component runs. */
+bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t *dtype,
+                                    size_t *elem_size);
+
+/* What the allreduce needs to reduce: the op and the datatype. */
+typedef struct mca_coll_dualrail_reduce_ctx_t {
+    struct ompi_op_t *op;
+    struct ompi_datatype_t *dtype;
+    int wrap_sum;                 /* 1 or 2: an 8- or 16-bit integer MPI_SUM, done here */
+} mca_coll_dualrail_reduce_ctx_t;
+
+void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
+                                       struct ompi_datatype_t *dtype);
+
+#define DUALRAIL_VERBOSE(level, ...)                                                               \
+    do {                                                                                           \
+        if (mca_coll_dualrail_component.verbose >= (level)) {                                      \
+            opal_output(mca_coll_dualrail_component.output, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
+
+END_C_DECLS
+
+#endif

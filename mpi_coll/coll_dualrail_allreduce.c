@@ -1,0 +1,107 @@
+/*
+ * coll/dualrail MPI_Allreduce: checks the call, then runs the plane-striped
+ * algorithm (dr_coll.h). What it does not handle goes to the previous module
+ * before any data moves: user-defined or non-commutative ops, derived or
+ * non-predefined datatypes, and (op, datatype) pairs MPI does not define (the
+ * previous module raises the MPI error for those).
+ */
+#include "coll_dualrail.h"
+
+#include <sched.h>
+#include <stdio.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+#include "dr_coll.h"
+
+/*
+ * Waiting: spin briefly for latency, then sleep on the planes' descriptors
+ * (returns as soon as data arrives) so that ranks sharing a core, and the
+ * kernel's network stack, get the CPU; keep Open MPI's runtime progressing.
+ */
+typedef struct idle_state {
+    unsigned calls;
+    double since;   /* when this collective first went idle */
+} idle_state_t;
+
+static void idle(void *arg)
+{
+    idle_state_t *s = arg;
+    const double now = MPI_Wtime();
+    if (s->calls++ == 0) {
+        s->since = now;
+    }
+    if ((s->calls & 63) == 0) {
+        opal_progress();
+    }
+    /* Small messages answer within a few hundred microseconds: yield meanwhile. A longer
+     * wait is a transfer bound by the wire: sleep until a plane has data. */
+    if (now - s->since < mca_coll_dualrail_component.spin_time) {
+        sched_yield();
+    } else {
+        dr_mr_wait_event(mca_coll_dualrail_component.mr, 0.001);
+    }
+}
+
+int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm,
+                                mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    size_t elem = 0;
+
+    ++m->calls;
+    if (!m->active || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
+        goto fallback;
+    }
+
+    mca_coll_dualrail_reduce_ctx_t rctx;
+    mca_coll_dualrail_reduce_ctx_init(&rctx, op, dtype);
+    idle_state_t idle_state = {0, 0.0};
+    dr_allreduce_args_t a = {
+        .sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf,
+        .recvbuf = rbuf,
+        .count = (size_t)count,
+        .elem_size = elem,
+        .reduce = mca_coll_dualrail_reduce,
+        .reduce_arg = &rctx,
+        .rank = ompi_comm_rank(comm),
+        .size = ompi_comm_size(comm),
+        .peer_ids = m->peer_ids,
+        .comm_id = m->comm_id,
+        .seq = m->seq++ & 0xfffff,
+        .algorithm = cm->allreduce_algorithm,
+        .rd_max_bytes = cm->rd_max_bytes,
+        .segment_size = cm->segment_size,
+        .timeout = cm->op_timeout,
+        .idle = idle,
+        .idle_arg = &idle_state,
+    };
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: allreduce on %s: %d x %s, %s, algorithm %d",
+                     cm->world_rank, comm->c_name, count, dtype->name, op->o_name,
+                     dr_allreduce_choose(&a));
+    char err[512];
+    dr_status_t st = dr_allreduce(cm->mr, &a, err, sizeof(err));
+    if (st != DR_OK) {
+        /* Ranks may have stopped at different steps, and sends that cannot be cancelled may
+         * still be in flight: this communicator does not use dualrail again. */
+        m->active = false;
+        opal_output(cm->output, "coll/dualrail: rank %d: MPI_Allreduce on %s failed: %s; "
+                    "further collectives on it use the previous module",
+                    cm->world_rank, comm->c_name, err);
+        return st == DR_ERR_NO_MEMORY ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_UNREACH;
+    }
+    return OMPI_SUCCESS;
+
+fallback:
+    ++m->fallbacks;
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: allreduce on %s (%s, %s) handed to the previous "
+                     "module", cm->world_rank, comm->c_name, dtype->name, op->o_name);
+    return m->previous_allreduce(sbuf, rbuf, count, dtype, op, comm,
+                                 m->previous_allreduce_module);
+}

@@ -1,0 +1,141 @@
+/*
+ * coll/dualrail component: MCA variables, open and close.
+ * Every variable is registered with its default set on the line before.
+ */
+#include "coll_dualrail.h"
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+#include "dr_coll.h"
+
+const char *mca_coll_dualrail_component_version_string =
+    "Open MPI dualrail collective MCA component version 0.1.0";
+
+static int dualrail_register(void);
+static int dualrail_open(void);
+static int dualrail_close(void);
+
+mca_coll_dualrail_component_t mca_coll_dualrail_component = {
+    .super = {
+        .collm_version = {
+            MCA_COLL_BASE_VERSION_2_0_0,
+            .mca_component_name = "dualrail",
+            MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+            .mca_open_component = dualrail_open,
+            .mca_close_component = dualrail_close,
+            .mca_register_component_params = dualrail_register,
+        },
+        .collm_data = {
+            MCA_BASE_METADATA_PARAM_CHECKPOINT
+        },
+        .collm_init_query = mca_coll_dualrail_init_query,
+        .collm_comm_query = mca_coll_dualrail_comm_query,
+    },
+};
+
+static const mca_base_var_enum_value_t algorithm_values[] = {
+    {DR_ALGO_AUTO, "auto"},
+    {DR_ALGO_RING, "ring"},
+    {DR_ALGO_RD, "recursive_doubling"},
+    {0, NULL},
+};
+
+static int reg(const char *name, const char *help, mca_base_var_type_t type,
+               mca_base_var_enum_t *enumerator, int level, void *storage)
+{
+    return mca_base_component_var_register(&mca_coll_dualrail_component.super.collm_version, name,
+                                           help, type, enumerator, 0, 0, level,
+                                           MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int dualrail_register(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    dr_mr_config_t d;
+    dr_mr_config_default(&d);
+
+    cm->priority = 0;
+    reg("priority", "Priority of coll/dualrail; 0 (the default) leaves it unused, "
+        "100 selects it for the collectives it implements",
+        MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_2, &cm->priority);
+    cm->verbose = 0;
+    reg("verbose", "0: one line per plane failure or re-admission; 1: selection and "
+        "set-up decisions; 2: every call", MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_2,
+        &cm->verbose);
+    cm->planes = "ethA,ethB";
+    reg("planes", "Network planes: planes separated by ',', the devices of one plane by '|' "
+        "(e.g. \"mlx5_0|mlx5_2,mlx5_1|mlx5_3\"); every process must list the same number",
+        MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_2, &cm->planes);
+    cm->transports = "^sm,self,cma";
+    reg("transports", "UCX_TLS for every plane's UCX context (network transports only)",
+        MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, &cm->transports);
+
+    mca_base_var_enum_t *algorithms = NULL;
+    mca_base_var_enum_create("coll_dualrail_allreduce_algorithms", algorithm_values, &algorithms);
+    cm->allreduce_algorithm = DR_ALGO_AUTO;
+    reg("allreduce_algorithm", "Allreduce algorithm: auto (recursive doubling up to "
+        "allreduce_rd_max_bytes, ring above), ring, recursive_doubling",
+        MCA_BASE_VAR_TYPE_INT, algorithms, OPAL_INFO_LVL_5, &cm->allreduce_algorithm);
+    OBJ_RELEASE(algorithms);
+    cm->rd_max_bytes = 64 * 1024;
+    reg("allreduce_rd_max_bytes", "With allreduce_algorithm auto: messages up to this many "
+        "bytes use recursive doubling, larger ones the ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
+        OPAL_INFO_LVL_5, &cm->rd_max_bytes);
+    cm->segment_size = 1024 * 1024;
+    reg("segment_size", "Ring pipeline segment in bytes: reduction of one segment overlaps the "
+        "transfer of the next", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->segment_size);
+    cm->wire_segment_size = d.segment_size;
+    reg("wire_segment_size", "Largest piece sent on one plane in one operation (bytes)",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, &cm->wire_segment_size);
+    cm->window = d.window;
+    reg("window", "Pieces in flight per peer and plane", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
+        OPAL_INFO_LVL_6, &cm->window);
+    cm->stall_timeout = d.stall_timeout;
+    reg("stall_timeout", "Seconds a plane may stay silent while another plane to the same peer "
+        "answers before it is declared down", MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_4,
+        &cm->stall_timeout);
+    cm->probe_interval = d.probe_interval;
+    reg("probe_interval", "Seconds of silence after which a busy plane is pinged (must be below "
+        "stall_timeout)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &cm->probe_interval);
+    cm->peer_timeout = d.peer_timeout;
+    reg("peer_timeout", "Seconds a peer may stay silent on every plane before the collective "
+        "fails with an error (0: never)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_4,
+        &cm->peer_timeout);
+    cm->spin_time = 0.0005;
+    reg("spin_time", "Seconds a waiting rank polls (yielding the core) before it sleeps on the "
+        "planes' event descriptors until data arrives", MCA_BASE_VAR_TYPE_DOUBLE, NULL,
+        OPAL_INFO_LVL_6, &cm->spin_time);
+    cm->op_timeout = -1;
+    reg("timeout", "Seconds a collective may go without any of its transfers completing before "
+        "it fails with an error (0 or negative: no limit; planes and peers have their own "
+        "timeouts)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &cm->op_timeout);
+    return OMPI_SUCCESS;
+}
+
+static int dualrail_open(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    cm->output = opal_output_open(NULL);
+    opal_output_set_verbosity(cm->output, 100);
+    cm->state = MCA_COLL_DUALRAIL_STATE_UNKNOWN;
+    cm->mr = NULL;
+    cm->reason[0] = '\0';
+    return OMPI_SUCCESS;
+}
+
+static int dualrail_close(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    if (cm->state == MCA_COLL_DUALRAIL_STATE_ON) {
+        opal_progress_unregister(mca_coll_dualrail_progress);
+    }
+    if (cm->mr != NULL) {
+        dr_mr_destroy(cm->mr);
+        cm->mr = NULL;
+    }
+    opal_output_close(cm->output);
+    return OMPI_SUCCESS;
+}

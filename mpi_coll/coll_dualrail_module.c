@@ -1,0 +1,285 @@
+/*
+ * coll/dualrail module: which communicators it serves, the job-wide
+ * agreement and address exchange, and saving the previous allreduce.
+ */
+#include "coll_dualrail.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/group/group.h"
+#include "ompi/proc/proc.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+static void module_construct(mca_coll_dualrail_module_t *m)
+{
+    m->comm = NULL;
+    m->active = false;
+    m->peer_ids = NULL;
+    m->comm_id = 0;
+    m->seq = 0;
+    m->calls = m->fallbacks = 0;
+    m->previous_allreduce = NULL;
+    m->previous_allreduce_module = NULL;
+}
+
+static void module_destruct(mca_coll_dualrail_module_t *m)
+{
+    if (m->calls != 0) {
+        DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u): %llu allreduce "
+                         "call(s), %llu handed to the previous module",
+                         mca_coll_dualrail_component.world_rank,
+                         m->comm ? m->comm->c_name : "?", m->comm_id,
+                         (unsigned long long)m->calls, (unsigned long long)m->fallbacks);
+    }
+    free(m->peer_ids);
+    if (m->previous_allreduce_module != NULL) {
+        OBJ_RELEASE(m->previous_allreduce_module);
+    }
+    module_construct(m);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_dualrail_module_t, mca_coll_base_module_t, module_construct,
+                   module_destruct);
+
+int mca_coll_dualrail_progress(void)
+{
+    return mca_coll_dualrail_component.mr != NULL ? dr_mr_progress(mca_coll_dualrail_component.mr)
+                                                  : 0;
+}
+
+int mca_coll_dualrail_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+    (void)enable_progress_threads;
+    /* ucx_mr contexts are single-threaded: with MPI_THREAD_MULTIPLE we stay out. */
+    if (enable_mpi_threads) {
+        DUALRAIL_VERBOSE(1, "coll/dualrail: disabled: MPI_THREAD_MULTIPLE is not supported");
+        return OMPI_ERR_NOT_SUPPORTED;
+    }
+    return OMPI_SUCCESS;
+}
+
+static void mr_log(int level, const char *msg, void *arg)
+{
+    (void)arg;
+    /* Plane transitions (level 0) are printed at default verbosity, one line each. */
+    if (level <= mca_coll_dualrail_component.verbose) {
+        opal_output(mca_coll_dualrail_component.output, "coll/dualrail %s", msg);
+    }
+}
+
+/* Create this process's ucx_mr context; on failure remember why (reported at agreement). */
+static void mr_init(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    static char name[64];
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cm->world_rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
+    snprintf(name, sizeof(name), "rank %d", cm->world_rank);
+    cfg.planes = cm->planes;
+    cfg.transports = cm->transports;
+    cfg.segment_size = cm->wire_segment_size;
+    cfg.window = cm->window;
+    cfg.stall_timeout = cm->stall_timeout;
+    cfg.probe_interval = cm->probe_interval;
+    cfg.peer_timeout = cm->peer_timeout;
+    cfg.verbose = cm->verbose > 1 ? cm->verbose - 1 : 0;
+    cfg.name = name;
+    cfg.log = mr_log;
+    char err[sizeof(cm->reason)];
+    dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
+    if (st != DR_OK) {
+        snprintf(cm->reason, sizeof(cm->reason), "%s", err);
+        cm->mr = NULL;
+        return;
+    }
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s", cm->world_rank,
+                     dr_mr_num_planes(cm->mr), cm->planes);
+}
+
+/*
+ * The job-wide decision, taken identically on every rank of MPI_COMM_WORLD from
+ * allgathered facts: each rank's plane count (or -1 when it has no context) and
+ * address length; then the addresses themselves.
+ */
+static void world_agree(ompi_communicator_t *comm, mca_coll_base_module_t *module_unused)
+{
+    (void)module_unused;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    const int size = ompi_comm_size(comm), rank = ompi_comm_rank(comm);
+    int mine[2] = {-1, 0};
+    const void *addr = NULL;
+    size_t addr_len = 0;
+    if (cm->mr != NULL) {
+        dr_mr_address(cm->mr, &addr, &addr_len);
+        mine[0] = dr_mr_num_planes(cm->mr);
+        mine[1] = (int)addr_len;
+    }
+    int *all = malloc(sizeof(int) * 2 * (size_t)size);
+    if (all == NULL) {
+        cm->state = MCA_COLL_DUALRAIL_STATE_OFF;
+        return;
+    }
+    int rc = comm->c_coll->coll_allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm,
+                                          comm->c_coll->coll_allgather_module);
+    int max_len = 0, bad = -1;
+    for (int r = 0; rc == OMPI_SUCCESS && r < size; ++r) {
+        if (bad < 0 && (all[2 * r] < 0 || all[2 * r] != all[0])) {
+            bad = r;
+        }
+        max_len = all[2 * r + 1] > max_len ? all[2 * r + 1] : max_len;
+    }
+    if (rc != OMPI_SUCCESS || bad >= 0) {
+        cm->state = MCA_COLL_DUALRAIL_STATE_OFF;
+        if (rc != OMPI_SUCCESS) {
+            opal_output(cm->output, "coll/dualrail: disabled: address exchange failed (%d)", rc);
+        } else if (rank == 0 || rank == bad) {
+            /* One clear line, from rank 0 and from the rank at fault. */
+            if (all[2 * bad] < 0) {
+                opal_output(cm->output, "coll/dualrail: disabled on every rank: rank %d could "
+                            "not set up its planes%s%s", bad, rank == bad ? ": " : "",
+                            rank == bad ? cm->reason : "");
+            } else {
+                opal_output(cm->output, "coll/dualrail: disabled on every rank: rank %d has %d "
+                            "plane(s), rank 0 has %d; every process must use the same planes",
+                            bad, all[2 * bad], all[0]);
+            }
+        }
+        free(all);
+        return;
+    }
+    char *blobs = calloc((size_t)size, (size_t)max_len);
+    char *out = calloc(1, (size_t)max_len);
+    if (blobs == NULL || out == NULL) {
+        free(blobs);
+        free(out);
+        free(all);
+        cm->state = MCA_COLL_DUALRAIL_STATE_OFF;
+        return;
+    }
+    memcpy(out, addr, addr_len);
+    rc = comm->c_coll->coll_allgather(out, max_len, MPI_BYTE, blobs, max_len, MPI_BYTE, comm,
+                                      comm->c_coll->coll_allgather_module);
+    int ok = rc == OMPI_SUCCESS;
+    for (int r = 0; ok && r < size; ++r) {
+        if (r == rank) {
+            continue;
+        }
+        char err[256];
+        if (dr_mr_add_peer(cm->mr, (uint32_t)r, blobs + (size_t)r * (size_t)max_len,
+                           (size_t)all[2 * r + 1], err, sizeof(err)) != DR_OK) {
+            opal_output(cm->output, "coll/dualrail: rank %d: %s", rank, err);
+            ok = 0;
+        }
+    }
+    /* Everyone must have accepted everyone before anyone relies on it. */
+    int all_ok = 0;
+    if (rc == OMPI_SUCCESS) {
+        rc = comm->c_coll->coll_allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm,
+                                          comm->c_coll->coll_allreduce_module);
+    }
+    cm->state = (rc == OMPI_SUCCESS && all_ok) ? MCA_COLL_DUALRAIL_STATE_ON
+                                               : MCA_COLL_DUALRAIL_STATE_OFF;
+    if (cm->state == MCA_COLL_DUALRAIL_STATE_ON) {
+        /* A send completes when the peer acknowledges it, and the peer may be waiting for
+         * that inside another MPI call: keep the planes progressing from opal_progress. */
+        opal_progress_register(mca_coll_dualrail_progress);
+        DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: enabled, %d ranks, %d plane(s)", rank, size,
+                         all[0]);
+    }
+    free(blobs);
+    free(out);
+    free(all);
+}
+
+static int module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+
+    /* Enable must not fail: Open MPI would unselect every module of the communicator. */
+    m->previous_allreduce = comm->c_coll->coll_allreduce;
+    m->previous_allreduce_module = comm->c_coll->coll_allreduce_module;
+    if (m->previous_allreduce == NULL || m->previous_allreduce_module == NULL) {
+        opal_output(cm->output, "coll/dualrail: no previous allreduce on %s", comm->c_name);
+        return OMPI_ERROR;
+    }
+    OBJ_RETAIN(m->previous_allreduce_module);
+
+    if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
+        world_agree(comm, module);
+    }
+    m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s",
+                     cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
+                     m->active ? "allreduce runs on dualrail" : "pass-through");
+    return OMPI_SUCCESS;
+}
+
+mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t *comm,
+                                                     int *priority)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    *priority = 0;
+    if (cm->priority <= 0) {
+        return NULL; /* installed but not asked for: change nothing */
+    }
+    if (OMPI_COMM_IS_INTER(comm)) {
+        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: intercommunicator", comm->c_name);
+        return NULL;
+    }
+    if (ompi_comm_size(comm) < 2) {
+        DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
+                         comm->c_name);
+        return NULL;
+    }
+    const bool world = comm == &ompi_mpi_comm_world.comm;
+    if (world) {
+        if (cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN && cm->mr == NULL) {
+            mr_init();
+        }
+        /* Offered on every rank even if this one failed: the agreement in enable decides. */
+    } else if (cm->state != MCA_COLL_DUALRAIL_STATE_ON) {
+        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: the job did not enable dualrail",
+                         comm->c_name);
+        return NULL;
+    }
+    if (ompi_comm_get_cid(comm) > 0xffff) {
+        /* Keys carry 16 bits of communicator id. Every rank sees the same cid. */
+        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: cid %u above 65535", comm->c_name,
+                         ompi_comm_get_cid(comm));
+        return NULL;
+    }
+    const int size = ompi_comm_size(comm);
+    uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)size);
+    if (ids == NULL) {
+        return NULL;
+    }
+    for (int r = 0; r < size; ++r) {
+        opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, r);
+        if (name.jobid != OMPI_PROC_MY_NAME->jobid) {
+            /* Every member sees a foreign process too, so all decline alike. */
+            DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: rank %d belongs to another job",
+                             comm->c_name, r);
+            free(ids);
+            return NULL;
+        }
+        ids[r] = name.vpid;
+    }
+    mca_coll_dualrail_module_t *m = OBJ_NEW(mca_coll_dualrail_module_t);
+    if (m == NULL) {
+        free(ids);
+        return NULL;
+    }
+    m->comm = comm;
+    m->peer_ids = ids;
+    m->comm_id = ompi_comm_get_cid(comm);
+    m->super.coll_module_enable = module_enable;
+    m->super.coll_allreduce = mca_coll_dualrail_allreduce;
+    *priority = cm->priority;
+    return &m->super;
+}

@@ -1,0 +1,138 @@
+/*
+ * The C API of the algorithm layer (dr_coll.h) over ucx_mr: argument
+ * conversion, the Transport adapter (comm rank -> ucx_mr process id), and the
+ * exception boundary.
+ */
+#include "dr_coll.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "algo/allreduce.hpp"
+#include "algo/transport.hpp"
+
+namespace dualrail {
+namespace coll {
+namespace {
+
+static_assert((int)DR_ALGO_AUTO == (int)kAlgoAuto && (int)DR_ALGO_RING == (int)kAlgoRing &&
+                  (int)DR_ALGO_RD == (int)kAlgoRd,
+              "algorithm ids");
+static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
+                  DR_ALLREDUCE_SEGMENT_DEFAULT == kDefaultSegmentBytes &&
+                  DR_ALLREDUCE_MAX_ELEM_SIZE == kMaxElemSize,
+              "defaults");
+
+class MrTransport final : public Transport {
+  public:
+    MrTransport(dr_mr_t *mr, const uint32_t *ids) : mr_(mr), ids_(ids) {}
+
+    dr_status_t isend(int peer, uint64_t key, const void *buf, size_t len, Req *req) override
+    {
+        dr_mr_req_t *r = nullptr;
+        dr_status_t st = dr_mr_isend(mr_, ids_[peer], key, buf, len, &r);
+        *req = r;
+        return st;
+    }
+    dr_status_t irecv(int peer, uint64_t key, void *buf, size_t capacity, Req *req) override
+    {
+        dr_mr_req_t *r = nullptr;
+        dr_status_t st = dr_mr_irecv(mr_, ids_[peer], key, buf, capacity, &r);
+        *req = r;
+        return st;
+    }
+    dr_status_t test(Req req, size_t *len) override
+    {
+        return dr_mr_test(mr_, static_cast<dr_mr_req_t *>(req), len);
+    }
+    dr_status_t cancel(Req req) override
+    {
+        return dr_mr_cancel(mr_, static_cast<dr_mr_req_t *>(req));
+    }
+    void release(Req req) override { dr_mr_req_free(mr_, static_cast<dr_mr_req_t *>(req)); }
+    int progress() override { return dr_mr_progress(mr_); }
+    void peer_name(int peer, char *buf, size_t len) const override
+    {
+        snprintf(buf, len, "peer rank %d (process %u)", peer, ids_[peer]);
+    }
+    const char *last_error() const override
+    {
+        const char *e = dr_mr_last_error(mr_);
+        return e != nullptr ? e : "";
+    }
+
+  private:
+    dr_mr_t *mr_;
+    const uint32_t *ids_;
+};
+
+Params to_params(const dr_allreduce_args_t *a)
+{
+    Params p;
+    p.sendbuf = a->sendbuf;
+    p.recvbuf = a->recvbuf;
+    p.count = a->count;
+    p.elem_size = a->elem_size;
+    p.reduce = a->reduce;
+    p.reduce_arg = a->reduce_arg;
+    p.rank = a->rank;
+    p.size = a->size;
+    p.comm_id = a->comm_id;
+    p.seq = a->seq;
+    p.algorithm = a->algorithm;
+    p.rd_max_bytes = a->rd_max_bytes;
+    p.segment_size = a->segment_size;
+    p.timeout = a->timeout;
+    p.idle = a->idle;
+    p.idle_arg = a->idle_arg;
+    return p;
+}
+
+void set_err(char *err, size_t errlen, const char *msg)
+{
+    if (err != nullptr && errlen != 0) {
+        snprintf(err, errlen, "%s", msg);
+    }
+}
+
+} // namespace
+} // namespace coll
+} // namespace dualrail
+
+using namespace dualrail::coll;
+
+extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err,
+                                    size_t errlen)
+{
+    if (a == nullptr) {
+        set_err(err, errlen, "allreduce: no arguments");
+        return DR_ERR_INVALID;
+    }
+    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
+        set_err(err, errlen, "allreduce: no transport context or no peer ids");
+        return DR_ERR_INVALID;
+    }
+    try {
+        MrTransport t(mr, a->peer_ids);
+        std::string why;
+        dr_status_t st = allreduce(t, to_params(a), nullptr, &why);
+        set_err(err, errlen, why.c_str());
+        return st;
+    } catch (const std::bad_alloc &) {
+        set_err(err, errlen, "allreduce: out of memory");
+        return DR_ERR_NO_MEMORY;
+    } catch (...) {
+        set_err(err, errlen, "allreduce: internal error");
+        return DR_ERR_INVALID;
+    }
+}
+
+extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)
+{
+    if (a == nullptr) {
+        return DR_ALGO_RD;
+    }
+    return allreduce_choose(to_params(a));
+}

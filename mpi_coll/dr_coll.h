@@ -1,0 +1,81 @@
+/*
+ * coll/dualrail algorithm layer: the C API the Open MPI glue calls.
+ *
+ * Pure C++ behind it (mpi_coll/algo/), no Open MPI and no MPI calls: the glue
+ * maps datatype/op to elem_size/reduce, the communicator to rank/size/
+ * peer_ids/comm_id, and keeps the per-communicator sequence number.
+ *
+ * Every rank of the communicator must pass the same count, elem_size,
+ * algorithm, rd_max_bytes, segment_size, comm_id and seq (the algorithm
+ * choice and the message keys depend on them).
+ */
+#ifndef DUALRAIL_MPI_COLL_DR_COLL_H
+#define DUALRAIL_MPI_COLL_DR_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dualrail/ucx_mr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* inout[i] = in[i] op inout[i], count in elements; commutative ops only. */
+typedef void (*dr_reduce_fn)(const void *in, void *inout, size_t count, void *arg);
+
+enum { DR_ALGO_AUTO = 0, DR_ALGO_RING = 1, DR_ALGO_RD = 2 };
+
+#define DR_ALLREDUCE_RD_MAX_DEFAULT  (64 * 1024)   /* rd_max_bytes when 0 */
+#define DR_ALLREDUCE_SEGMENT_DEFAULT (1024 * 1024) /* segment_size when 0 */
+#define DR_ALLREDUCE_RING_MAX_RANKS  2048          /* ring: 2(n-1) steps fit the key */
+#define DR_ALLREDUCE_MAX_ELEM_SIZE   64
+
+/* A zero-filled struct gets the defaults for rd_max_bytes, segment_size and timeout. */
+typedef struct dr_allreduce_args {
+    const void *sendbuf; /* NULL or == recvbuf means in place */
+    void *recvbuf;
+    size_t count;     /* elements; count*elem_size may exceed 2 GiB */
+    size_t elem_size; /* bytes per element (1..64) */
+    dr_reduce_fn reduce;
+    void *reduce_arg;
+    int rank, size;           /* in the communicator */
+    const uint32_t *peer_ids; /* size entries: ucx_mr process id of each comm rank */
+    uint32_t comm_id;         /* 16 bits, unique per communicator in the job */
+    uint32_t seq;             /* per-communicator collective sequence number (taken mod 2^20) */
+    int algorithm;            /* DR_ALGO_* */
+    /* AUTO: recursive doubling up to this many bytes, ring above (0: 64 KiB) */
+    size_t rd_max_bytes;
+    /* ring pipeline segment (0: 1 MiB); tiny values reach many-segment paths */
+    size_t segment_size;
+    /* seconds without any of the call's transfers completing, then DR_ERR_TIMEOUT; <= 0: none */
+    double timeout;
+    /* called when a wait made no progress (NULL: sched_yield after a short spin) */
+    void (*idle)(void *arg);
+    void *idle_arg;
+} dr_allreduce_args_t;
+
+/*
+ * Blocking allreduce. DR_OK (err is set to ""), or an error with a one-line
+ * reason in err naming the peer rank and dr_mr_last_error():
+ *   DR_ERR_INVALID            bad arguments (same verdict on every rank), or a
+ *                             forced ring on more than 2048 ranks
+ *   DR_ERR_NO_MEMORY          scratch could not be allocated
+ *   DR_ERR_PEER_UNREACHABLE   ucx_mr lost every plane to a peer (or a peer
+ *                             aborted the collective for that reason)
+ *   DR_ERR_TIMEOUT            no progress for `timeout` seconds
+ *   DR_ERR_TRUNCATED          a peer sent a different amount (ranks disagree)
+ * After an error the communicator's collectives through this layer should not
+ * be used again (ranks may have stopped at different steps).
+ * count 0 returns DR_OK at once; size 1 copies sendbuf to recvbuf.
+ */
+dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen);
+
+/* The algorithm dr_allreduce runs for these arguments: DR_ALGO_RING or DR_ALGO_RD. */
+int dr_allreduce_choose(const dr_allreduce_args_t *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * OSU-style MPI_Allreduce benchmark: size, average latency, bus bandwidth.
+ * Plain MPI: it measures whatever coll component the MCA parameters select,
+ * so the same binary compares coll/dualrail with the stock paths.
+ *
+ *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS]
+ *
+ *   -m  message sizes in bytes, powers of two from MIN to MAX (default 8:16777216)
+ *   -i  timed iterations per size (default: 200 up to 64 KiB, 50 up to 1 MiB, 20 above)
+ *   -x  warm-up iterations per size (default: a tenth of -i, at least 2)
+ *   -c  validate every result (like osu_allreduce -c); exit 1 on a wrong element
+ *   -T  stop a size early after this many seconds (default 30; every loop is bounded)
+ *
+ * Bus bandwidth = size / time x 2(n-1)/n, the convention of OSU and nccl-tests.
+ * Data: MPI_FLOAT, MPI_SUM, as osu_allreduce. MB = 10^6 bytes.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] "
+                    "[-T SECONDS]\n");
+}
+
+static void fill(float *b, size_t n, int rank, int iter)
+{
+    for (size_t i = 0; i < n; ++i) {
+        b[i] = (float)((rank + 1) * ((int)(i % 7) + 1) + iter % 3);
+    }
+}
+
+static int check(const float *b, size_t n, int size, int iter)
+{
+    for (size_t i = 0; i < n; ++i) {
+        /* sum over r of (r+1)*(i%7+1) + iter%3: small integers, exact in float */
+        float want = (float)(size * (size + 1) / 2 * ((int)(i % 7) + 1) + size * (iter % 3));
+        if (b[i] != want) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    size_t min = 8, max = 16u << 20;
+    long iters = -1, warmup = -1;
+    int validate = 0;
+    double limit = 30;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) {
+            if (sscanf(argv[++i], "%zu:%zu", &min, &max) != 2 || min < 4 || min > max) {
+                if (rank == 0) usage();
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        } else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) {
+            iters = atol(argv[++i]);
+        } else if (strcmp(argv[i], "-x") == 0 && i + 1 < argc) {
+            warmup = atol(argv[++i]);
+        } else if (strcmp(argv[i], "-T") == 0 && i + 1 < argc) {
+            limit = atof(argv[++i]);
+        } else if (strcmp(argv[i], "-c") == 0) {
+            validate = 1;
+        } else {
+            if (rank == 0) usage();
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    float *buf = malloc(max);
+    if (buf == NULL) {
+        fprintf(stderr, "dualrail-allreduce-bench: cannot allocate %zu bytes\n", max);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (rank == 0) {
+        printf("# DualRail allreduce benchmark (MPI_FLOAT, MPI_SUM), %d ranks\n", size);
+        printf("# %-10s %16s %14s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
+               validate ? "   Validation" : "");
+        fflush(stdout);
+    }
+    int failures = 0;
+    for (size_t bytes = min; bytes <= max; bytes *= 2) {
+        const size_t n = bytes / sizeof(float);
+        long it = iters > 0 ? iters : bytes <= (64u << 10) ? 200 : bytes <= (1u << 20) ? 50 : 20;
+        long wu = warmup >= 0 ? warmup : (it / 10 > 2 ? it / 10 : 2);
+        fill(buf, n, rank, 0);
+        for (long k = 0; k < wu; ++k) {
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        double total = 0;
+        long done = 0;
+        int bad = 0, stop = 0;
+        for (long k = 0; k < it && !stop; ++k) {
+            if (validate) {
+                fill(buf, n, rank, (int)k);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            total += MPI_Wtime() - t0;
+            ++done;
+            if (validate && check(buf, n, size, (int)k) != 0) {
+                bad = 1;
+            }
+            /* Every rank stops at the same iteration: decide on rank 0's clock. */
+            int s = total > limit;
+            MPI_Bcast(&s, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            stop = s;
+        }
+        double avg = total / (double)done, max_avg;
+        MPI_Reduce(&avg, &max_avg, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        int any_bad;
+        MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        failures += any_bad;
+        if (rank == 0) {
+            double busbw = (double)bytes / max_avg * 2.0 * (size - 1) / size / 1e6;
+            printf("%-12zu %16.2f %14.2f%s\n", bytes, max_avg * 1e6, busbw,
+                   validate ? (any_bad ? "   FAIL" : "   Pass") : "");
+            fflush(stdout);
+        }
+    }
+    free(buf);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}

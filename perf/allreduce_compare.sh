@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Allreduce on the lab, coll/dualrail against the stock paths a user would
+# pick instead. 4 nodes, one rank each, every plane capped at 500 Mbit/s so
+# that the planes, not the two-core machine, are the bottleneck.
+#
+#   perf/allreduce_compare.sh [--rate 500mbit] [--sizes MIN:MAX] [--iters N]
+#
+# Configurations (same benchmark binary, OSU-style, MPI_FLOAT / MPI_SUM):
+#   dualrail-1    coll/dualrail on plane A only
+#   dualrail-2    coll/dualrail on planes A and B
+#   ob1-tcp       pml ob1, btl tcp over both plane interfaces, coll tuned
+#   ucx           pml ucx (pml_ucx_tls any, pml_ucx_devices any),
+#                 UCX_NET_DEVICES=ethA,ethB, coll tuned
+# Prints one table of bus bandwidth (MB/s) and latency (us) per size, then the
+# target ratios at 16 MiB and 8 B. Uses its own lab (prefix drperf unless
+# DUALRAIL_LAB_PREFIX is set) and removes it at exit if it made it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+rate=500mbit sizes=8:16777216 iters=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rate) rate=${2:?}; shift ;;
+    --sizes) sizes=${2:?}; shift ;;
+    --iters) iters=${2:?}; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "allreduce_compare.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "$(id -u)" -eq 0 ] || { echo "allreduce_compare.sh: needs root (the lab)" >&2; exit 1; }
+build=${DUALRAIL_BUILD_DIR:-build}
+[[ $build == /* ]] || build=$root/$build
+bench=$build/perf/dualrail-allreduce-bench
+[ -x "$bench" ] || { echo "allreduce_compare.sh: $bench missing: build first (cmake --build build)" >&2; exit 1; }
+[ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "allreduce_compare.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drperf} DUALRAIL_BUILD_DIR=$build
+lab=$root/contrib/lab.sh
+"$lab" up --nodes 4 --rate "$rate" >/dev/null
+trap '"$lab" down >/dev/null 2>&1 || true' EXIT
+work=$(mktemp -d /tmp/dualrail-compare-XXXXXX)
+trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+args=(-m "$sizes")
+[ -z "$iters" ] || args+=(-i "$iters")
+run() { # name, mpirun options...
+  local name=$1; shift
+  echo "allreduce_compare.sh: $name" >&2
+  if ! timeout 900 "$lab" mpirun -np 4 --map-by node "$@" "$bench" "${args[@]}" \
+       >"$work/$name.out" 2>"$work/$name.err"; then
+    echo "allreduce_compare.sh: $name failed:" >&2
+    tail -n 20 "$work/$name.err" >&2
+    exit 1
+  fi
+}
+dr=(--mca coll_dualrail_priority 100)
+run dualrail-1 "${dr[@]}" --mca coll_dualrail_planes ethA
+run dualrail-2 "${dr[@]}" --mca coll_dualrail_planes ethA,ethB
+run ob1-tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB
+run ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
+
+python3 - "$work" "$rate" <<'PY'
+import sys, os
+work, rate = sys.argv[1], sys.argv[2]
+names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
+data = {}
+for n in names:
+    rows = {}
+    for line in open(os.path.join(work, n + ".out")):
+        if line.startswith("#") or not line.strip():
+            continue
+        f = line.split()
+        rows[int(f[0])] = (float(f[1]), float(f[2]))
+    data[n] = rows
+sizes = sorted(data["dualrail-2"])
+print(f"# allreduce, 4 ranks on 4 lab nodes, planes capped at {rate} each")
+print("# bus bandwidth MB/s (latency us)")
+print("%-10s" % "size" + "".join("%22s" % n for n in names))
+for s in sizes:
+    cells = []
+    for n in names:
+        lat, bw = data[n].get(s, (float("nan"), float("nan")))
+        cells.append("%22s" % ("%.2f (%.0f)" % (bw, lat)))
+    print("%-10d" % s + "".join(cells))
+def mbit(r):
+    r = r.lower()
+    for suf, mul in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if r.endswith(suf):
+            return float(r[: -len(suf)]) * mul
+    return float(r)
+cap = 2 * mbit(rate) / 8 / 1e6  # both planes, MB/s
+big = max(sizes)
+small = min(sizes)
+bw2 = data["dualrail-2"][big][1]
+best_stock_bw = max(data["ob1-tcp"][big][1], data["ucx"][big][1])
+lat2 = data["dualrail-2"][small][0]
+best_stock_lat = min(data["ob1-tcp"][small][0], data["ucx"][small][0])
+print()
+print(f"target at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f} (>= 0.9)")
+print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
+print(f"target at {small} B: dualrail-2 latency / best stock = {lat2 / best_stock_lat:.2f} (<= 1.2)")
+PY

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs allreduce_check on the lab through lab.sh mpirun and checks both the
+# results and that coll/dualrail was (or, with --stock, was not) the one used.
+# --mismatch gives the last rank other planes than the rest (PLANES, e.g.
+# "ethA" or "ethA,ethZ"): the job must agree to stay off dualrail everywhere,
+# say why, and still compute correctly through the previous module.
+#   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [-- check args...]
+set -euo pipefail
+bin=$1 np=$2; shift 2
+stock=0 over=() mismatch=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stock) stock=1 ;;
+    --oversubscribe) over=(--oversubscribe) ;;
+    --mismatch) mismatch=${2:?--mismatch needs a plane list}; shift ;;
+    --) shift; break ;;
+    *) echo "run_allreduce.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+mca=(--mca coll_dualrail_verbose 1)
+[ "$stock" -eq 1 ] || mca+=(--mca coll_dualrail_priority 100)
+rc=0
+if [ -n "$mismatch" ]; then
+  # MPMD: the last rank is its own app context with its own plane list.
+  timeout 600 "$root/contrib/lab.sh" mpirun --map-by node "${mca[@]}" \
+    -np $((np - 1)) "$bin" "$@" : -np 1 -x OMPI_MCA_coll_dualrail_planes="$mismatch" "$bin" "$@" \
+    >"$out" 2>&1 || rc=$?
+else
+  timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "${mca[@]}" \
+    "$bin" "$@" >"$out" 2>&1 || rc=$?
+fi
+cat "$out"
+fail() { echo "run_allreduce.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
+[ "$rc" -eq 0 ] || fail "mpirun exited $rc"
+grep -Eq "^[0-9]+ passed, 0 failed$" "$out" || fail "the check did not pass"
+if [ -n "$mismatch" ]; then
+  grep -q "coll/dualrail: disabled on every rank: rank $((np - 1)) " "$out" ||
+    fail "no clear message that rank $((np - 1))'s planes disagree"
+  if grep -q "allreduce runs on dualrail" "$out"; then fail "dualrail ran despite the disagreement"; fi
+elif [ "$stock" -eq 1 ]; then
+  # Installed but not selected: the component must not even set itself up.
+  if grep -q "coll/dualrail" "$out"; then fail "coll/dualrail was active without being asked for"; fi
+else
+  n=$(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$out" || true)
+  [ "$n" -eq "$np" ] || fail "coll/dualrail ran on $n of $np ranks"
+  # Module counters at communicator free: calls reached it, and the fallback cases went through.
+  grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), [1-9][0-9]* handed to the previous module" "$out" ||
+    fail "no evidence that allreduce calls reached coll/dualrail and the fallback cases the previous module"
+fi

@@ -1,0 +1,25 @@
+# Unit tests of the coll/dualrail algorithm layer (mpi_coll/algo). Included
+# from tests/CMakeLists.txt; builds dualrail_algo itself when mpi_coll/ is not
+# (yet) part of the build.
+if(NOT TARGET dualrail_algo)
+  include(${PROJECT_SOURCE_DIR}/mpi_coll/CMakeLists_algo.cmake)
+endif()
+
+find_package(Threads REQUIRED)
+
+foreach(t math allreduce faults mr)
+  add_executable(test_algo_${t} ${CMAKE_CURRENT_LIST_DIR}/test_algo_${t}.cc)
+  target_link_libraries(test_algo_${t} PRIVATE dualrail_algo PkgConfig::CMOCKA Threads::Threads)
+endforeach()
+
+add_test(NAME unit_algo_math COMMAND test_algo_math)
+# One thread per rank: split by rank count so that ctest -j runs them side by side.
+add_test(NAME unit_algo_allreduce_1_8 COMMAND test_algo_allreduce 1 8)
+add_test(NAME unit_algo_allreduce_9_12 COMMAND test_algo_allreduce 9 12)
+add_test(NAME unit_algo_allreduce_13_16 COMMAND test_algo_allreduce 13 16)
+add_test(NAME unit_algo_faults COMMAND test_algo_faults)
+# The C API over ucx_mr on the loopback device (one context per rank thread).
+add_test(NAME unit_algo_mr COMMAND test_algo_mr)
+set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_9_12
+  unit_algo_allreduce_13_16 unit_algo_faults unit_algo_mr
+  PROPERTIES TIMEOUT 300 LABELS unit)

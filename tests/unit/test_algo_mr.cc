@@ -1,0 +1,264 @@
+/*
+ * The C API (mpi_coll/dr_coll.h) end to end over ucx_mr: four contexts in one
+ * process on the loopback device, one thread per rank, process ids that
+ * differ from the comm ranks (so the rank -> peer_ids mapping is exercised).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dr_coll.h"
+
+namespace {
+
+constexpr int kRanks = 4;
+
+struct World {
+    dr_mr_t *mr[kRanks] = {};
+    uint32_t ids[kRanks] = {};
+};
+
+int setup(void **state)
+{
+    World *w = new World;
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.transports = "tcp";
+    cfg.segment_size = 64 * 1024;
+    char err[256];
+    for (int r = 0; r < kRanks; ++r) {
+        w->ids[r] = 100 + 7 * (uint32_t)(kRanks - r); /* not the rank */
+        if (dr_mr_create(&cfg, w->ids[r], &w->mr[r], err, sizeof(err)) != DR_OK) {
+            print_error("create: %s\n", err);
+            return -1;
+        }
+    }
+    for (int a = 0; a < kRanks; ++a) {
+        for (int b = 0; b < kRanks; ++b) {
+            if (a == b) {
+                continue;
+            }
+            const void *addr;
+            size_t len;
+            dr_mr_address(w->mr[b], &addr, &len);
+            if (dr_mr_add_peer(w->mr[a], w->ids[b], addr, len, err, sizeof(err)) != DR_OK) {
+                print_error("add peer: %s\n", err);
+                return -1;
+            }
+        }
+    }
+    *state = w;
+    return 0;
+}
+
+int teardown(void **state)
+{
+    World *w = static_cast<World *>(*state);
+    for (dr_mr_t *m : w->mr) {
+        dr_mr_destroy(m);
+    }
+    delete w;
+    return 0;
+}
+
+void sum_u64(const void *in, void *inout, size_t count, void *arg)
+{
+    (void)arg;
+    const uint64_t *a = static_cast<const uint64_t *>(in);
+    uint64_t *b = static_cast<uint64_t *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] += a[i];
+    }
+}
+
+void sum_f64(const void *in, void *inout, size_t count, void *arg)
+{
+    (void)arg;
+    const double *a = static_cast<const double *>(in);
+    double *b = static_cast<double *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] += a[i];
+    }
+}
+
+struct Case {
+    size_t count;
+    int algo;
+    bool inplace;
+    size_t seg;
+    bool f64;
+};
+
+struct Result {
+    dr_status_t st = DR_INPROGRESS;
+    char err[512] = "";
+    std::vector<uint64_t> buf; /* u64 or f64 bits */
+};
+
+uint64_t val(int r, size_t i)
+{
+    return (uint64_t)(r + 1) * 0x9e3779b97f4a7c15ULL + i * 31;
+}
+double fval(int r, size_t i)
+{
+    return (double)((val(r, i) >> 20) % 100000) / 7.0 - 5000.0;
+}
+
+std::vector<Result> run(World *w, const Case &c, uint32_t seq, double timeout, int absent = -1)
+{
+    std::vector<Result> res(kRanks);
+    std::vector<std::thread> th;
+    for (int r = 0; r < kRanks; ++r) {
+        if (r == absent) {
+            continue;
+        }
+        th.emplace_back([&, r] {
+            Result &o = res[(size_t)r];
+            std::vector<uint64_t> send(c.count);
+            o.buf.assign(c.count, 0);
+            std::vector<uint64_t> &mine = c.inplace ? o.buf : send;
+            for (size_t i = 0; i < c.count; ++i) {
+                if (c.f64) {
+                    const double d = fval(r, i);
+                    memcpy(&mine[i], &d, 8);
+                } else {
+                    mine[i] = val(r, i);
+                }
+            }
+            dr_allreduce_args_t a;
+            memset(&a, 0, sizeof(a)); /* zero-filled: defaults */
+            a.sendbuf = c.inplace ? nullptr : send.data();
+            a.recvbuf = o.buf.data();
+            a.count = c.count;
+            a.elem_size = 8;
+            a.reduce = c.f64 ? sum_f64 : sum_u64;
+            a.rank = r;
+            a.size = kRanks;
+            a.peer_ids = w->ids;
+            a.comm_id = 3;
+            a.seq = seq;
+            a.algorithm = c.algo;
+            a.segment_size = c.seg;
+            a.timeout = timeout;
+            o.st = dr_allreduce(w->mr[r], &a, o.err, sizeof(o.err));
+        });
+    }
+    for (auto &t : th) {
+        t.join();
+    }
+    return res;
+}
+
+void test_allreduce_over_mr(void **state)
+{
+    World *w = static_cast<World *>(*state);
+    const Case cases[] = {
+        {1, DR_ALGO_AUTO, false, 0, false},       {3, DR_ALGO_RING, true, 0, false},
+        {1000, DR_ALGO_AUTO, true, 0, true},      {5000, DR_ALGO_RD, false, 0, false},
+        {300001, DR_ALGO_AUTO, false, 0, false},  {300001, DR_ALGO_RING, true, 4096, true},
+        {100000, DR_ALGO_RING, false, 64, false}, {40000, DR_ALGO_RD, true, 0, true},
+    };
+    uint32_t seq = 0;
+    for (const Case &c : cases) {
+        std::vector<Result> res = run(w, c, seq++, 30);
+        for (int r = 0; r < kRanks; ++r) {
+            if (res[(size_t)r].st != DR_OK) {
+                print_error("count %zu algo %d rank %d: %s\n", c.count, c.algo, r,
+                            res[(size_t)r].err);
+            }
+            assert_int_equal(res[(size_t)r].st, DR_OK);
+            assert_string_equal(res[(size_t)r].err, "");
+            /* bitwise identical everywhere */
+            assert_memory_equal(res[(size_t)r].buf.data(), res[0].buf.data(), c.count * 8);
+        }
+        for (size_t i = 0; i < c.count; ++i) {
+            if (c.f64) {
+                double want = 0, got;
+                for (int r = 0; r < kRanks; ++r) {
+                    want += fval(r, i);
+                }
+                memcpy(&got, &res[0].buf[i], 8);
+                assert_true(got > want - 1e-6 && got < want + 1e-6);
+            } else {
+                uint64_t want = 0;
+                for (int r = 0; r < kRanks; ++r) {
+                    want += val(r, i);
+                }
+                assert_int_equal(res[0].buf[i], want);
+            }
+        }
+    }
+}
+
+void test_choose_c_api(void **state)
+{
+    (void)state;
+    dr_allreduce_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.size = 4;
+    a.elem_size = 8;
+    a.count = DR_ALLREDUCE_RD_MAX_DEFAULT / 8;
+    assert_int_equal(dr_allreduce_choose(&a), DR_ALGO_RD);
+    a.count++;
+    assert_int_equal(dr_allreduce_choose(&a), DR_ALGO_RING);
+    a.algorithm = DR_ALGO_RD;
+    assert_int_equal(dr_allreduce_choose(&a), DR_ALGO_RD);
+
+    char err[128];
+    assert_int_equal(dr_allreduce(nullptr, nullptr, err, sizeof(err)), DR_ERR_INVALID);
+    a.algorithm = DR_ALGO_AUTO;
+    a.reduce = sum_u64;
+    uint64_t x = 0;
+    a.recvbuf = &x;
+    a.count = 1;
+    assert_int_equal(dr_allreduce(nullptr, &a, err, sizeof(err)), DR_ERR_INVALID); /* no ids */
+    print_message("%s\n", err);
+    a.count = 0; /* count 0 needs nothing at all */
+    assert_int_equal(dr_allreduce(nullptr, &a, err, sizeof(err)), DR_OK);
+}
+
+/* A rank that never comes: the others fail with a timeout naming a peer, in bounded time. */
+void test_missing_rank(void **state)
+{
+    World *w = static_cast<World *>(*state);
+    for (int algo : {DR_ALGO_RING, DR_ALGO_RD}) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<Result> res =
+            run(w, Case{20000, algo, false, 0, false}, 100 + (uint32_t)algo, 0.5, 2);
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (int r = 0; r < kRanks; ++r) {
+            if (r == 2) {
+                continue;
+            }
+            assert_int_equal(res[(size_t)r].st, DR_ERR_TIMEOUT);
+            assert_non_null(strstr(res[(size_t)r].err, "peer rank"));
+        }
+        assert_true(took < 15);
+        print_message("algo %d, %.2f s: rank 1: %s\n", algo, took, res[1].err);
+    }
+}
+
+} // namespace
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_allreduce_over_mr, setup, teardown),
+        cmocka_unit_test(test_choose_c_api),
+        cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
