@@ -45,7 +45,9 @@ typedef struct mca_coll_dualrail_component_t {
     /* MCA variables */
     int priority;
     int verbose;
+    int stats;
     char *planes;
+    char *planes_exclude;
     char *transports;
     int allreduce_algorithm;      /* DR_ALGO_* */
     size_t rd_max_bytes;
@@ -64,6 +66,7 @@ typedef struct mca_coll_dualrail_component_t {
     dr_mr_t *mr;
     int world_rank;
     char reason[512];             /* why this process cannot run dualrail, if it cannot */
+    char signature[256];          /* discovered planes' identities ("" for an explicit list) */
 } mca_coll_dualrail_component_t;
 
 typedef struct mca_coll_dualrail_module_t {
@@ -82,6 +85,10 @@ typedef struct mca_coll_dualrail_module_t {
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
 OBJ_CLASS_DECLARATION(mca_coll_dualrail_module_t);
+
+/* coll_dualrail_stats.c */
+void mca_coll_dualrail_stats_register(void);
+void mca_coll_dualrail_stats_print(void);
 
 /* Registered with opal_progress while dualrail is on. */
 int mca_coll_dualrail_progress(void);

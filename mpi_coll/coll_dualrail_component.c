@@ -64,10 +64,22 @@ static int dualrail_register(void)
     reg("verbose", "0: one line per plane failure or re-admission; 1: selection and "
         "set-up decisions; 2: every call", MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_2,
         &cm->verbose);
-    cm->planes = "ethA,ethB";
+    cm->stats = 0;
+    reg("stats", "Print each rank's per-plane counters (bytes, stripes, failovers, re-routes, "
+        "re-admissions, detection latency) at MPI_Finalize; they are also MPI_T performance "
+        "variables (coll_dualrail_plane_*)", MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_2,
+        &cm->stats);
+    cm->planes = "";
     reg("planes", "Network planes: planes separated by ',', the devices of one plane by '|' "
-        "(e.g. \"mlx5_0|mlx5_2,mlx5_1|mlx5_3\"); every process must list the same number",
+        "(e.g. \"mlx5_0|mlx5_2,mlx5_1|mlx5_3\" or \"ethA,ethB\"); every process must list the "
+        "same number. Empty (the default): discovered, grouping devices by the network they "
+        "attach to (IP subnet, InfiniBand subnet prefix); every node must find the same planes",
         MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_2, &cm->planes);
+    cm->planes_exclude = "";
+    reg("planes_exclude", "With discovery: interfaces or devices (comma-separated shell patterns) "
+        "that are never planes, in addition to loopback, bridges, containers and the interfaces "
+        "in oob_tcp_if_include and btl_tcp_if_include", MCA_BASE_VAR_TYPE_STRING, NULL,
+        OPAL_INFO_LVL_4, &cm->planes_exclude);
     cm->transports = "^sm,self,cma";
     reg("transports", "UCX_TLS for every plane's UCX context (network transports only)",
         MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, &cm->transports);
@@ -108,6 +120,7 @@ static int dualrail_register(void)
     reg("spin_time", "Seconds a waiting rank polls (yielding the core) before it sleeps on the "
         "planes' event descriptors until data arrives", MCA_BASE_VAR_TYPE_DOUBLE, NULL,
         OPAL_INFO_LVL_6, &cm->spin_time);
+    mca_coll_dualrail_stats_register();
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "
@@ -131,6 +144,9 @@ static int dualrail_close(void)
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     if (cm->state == MCA_COLL_DUALRAIL_STATE_ON) {
         opal_progress_unregister(mca_coll_dualrail_progress);
+        if (cm->stats) {
+            mca_coll_dualrail_stats_print();
+        }
     }
     if (cm->mr != NULL) {
         dr_mr_destroy(cm->mr);

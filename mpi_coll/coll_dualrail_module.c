@@ -11,6 +11,9 @@
 
 #include "ompi/group/group.h"
 #include "ompi/proc/proc.h"
+
+#include "dualrail/topo.h"
+#include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
@@ -71,6 +74,55 @@ static void mr_log(int level, const char *msg, void *arg)
     }
 }
 
+/* The interfaces Open MPI's own runtime and point-to-point traffic are told to use. */
+static void runtime_interfaces(char *buf, size_t len)
+{
+    static const char *const vars[][3] = {{"orte", "oob", "tcp"}, {"opal", "btl", "tcp"}};
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
+        int idx = mca_base_var_find(vars[i][0], vars[i][1], vars[i][2], "if_include");
+        const char **value = NULL;
+        if (idx >= 0 && mca_base_var_get_value(idx, &value, NULL, NULL) == OPAL_SUCCESS &&
+            value != NULL && *value != NULL && **value != '\0') {
+            size_t n = strlen(buf);
+            snprintf(buf + n, len - n, "%s%s", n ? "," : "", *value);
+        }
+    }
+}
+
+/*
+ * No plane list given: group this node's devices into planes (ucx_mr/topo).
+ * Interfaces the MPI runtime is pinned to, and coll_dualrail_planes_exclude,
+ * never become planes. The signature goes through the job-wide agreement.
+ */
+static int discover_planes(char *planes, size_t len, char *sig, size_t siglen)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    char exclude[512], runtime[256];
+    runtime_interfaces(runtime, sizeof(runtime));
+    snprintf(exclude, sizeof(exclude), "%s%s%s", cm->planes_exclude ? cm->planes_exclude : "",
+             cm->planes_exclude && *cm->planes_exclude && *runtime ? "," : "", runtime);
+    char err[512] = "";
+    const dr_topo_t *t = dr_topo_system(err, sizeof(err)); /* NULL: interfaces only */
+    dr_topo_ifaddr_t ifs[64];
+    int nifs = 0;
+    if (dr_topo_ifaddrs_system(ifs, 64, &nifs) != DR_OK) {
+        nifs = 0;
+    }
+    dr_topo_discover_opts_t opts = {NULL, exclude};
+    dr_topo_discovery_t d;
+    if (dr_topo_discover(t, ifs, nifs, &opts, &d, err, sizeof(err)) != DR_OK) {
+        snprintf(cm->reason, sizeof(cm->reason), "plane discovery: %s", err);
+        return -1;
+    }
+    dr_topo_planes_format(&d.list, planes, len);
+    dr_topo_discovery_signature(&d, sig, siglen);
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: discovered planes %s (%s)%s%s",
+                     ompi_comm_rank(&ompi_mpi_comm_world.comm), planes, sig,
+                     d.note[0] ? "; " : "", d.note);
+    return 0;
+}
+
 /* Create this process's ucx_mr context; on failure remember why (reported at agreement). */
 static void mr_init(void)
 {
@@ -80,7 +132,18 @@ static void mr_init(void)
     dr_mr_config_default(&cfg);
     cm->world_rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
     snprintf(name, sizeof(name), "rank %d", cm->world_rank);
-    cfg.planes = cm->planes;
+    static char discovered[1024];
+    cm->signature[0] = '\0';
+    if (cm->planes == NULL || cm->planes[0] == '\0') {
+        if (discover_planes(discovered, sizeof(discovered), cm->signature,
+                            sizeof(cm->signature)) != 0) {
+            cm->mr = NULL;
+            return;
+        }
+        cfg.planes = discovered;
+    } else {
+        cfg.planes = cm->planes;
+    }
     cfg.transports = cm->transports;
     cfg.segment_size = cm->wire_segment_size;
     cfg.window = cm->window;
@@ -98,7 +161,7 @@ static void mr_init(void)
         return;
     }
     DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s", cm->world_rank,
-                     dr_mr_num_planes(cm->mr), cm->planes);
+                     dr_mr_num_planes(cm->mr), cfg.planes);
 }
 
 /*
@@ -149,6 +212,44 @@ static void world_agree(ompi_communicator_t *comm, mca_coll_base_module_t *modul
                             bad, all[2 * bad], all[0]);
             }
         }
+        free(all);
+        return;
+    }
+    /* Discovered planes must be the same networks on every node, in the same order. */
+    char *sigs = calloc((size_t)size, sizeof(cm->signature));
+    if (sigs == NULL) {
+        free(all);
+        cm->state = MCA_COLL_DUALRAIL_STATE_OFF;
+        return;
+    }
+    rc = comm->c_coll->coll_allgather(cm->signature, (int)sizeof(cm->signature), MPI_CHAR, sigs,
+                                      (int)sizeof(cm->signature), MPI_CHAR, comm,
+                                      comm->c_coll->coll_allgather_module);
+    int any_sig = 0;
+    for (int r = 0; rc == OMPI_SUCCESS && r < size; ++r) {
+        any_sig |= sigs[(size_t)r * sizeof(cm->signature)] != '\0';
+    }
+    /* Decided from allgathered data only, so every rank takes the same branch. */
+    if (rc == OMPI_SUCCESS && any_sig) {
+        const char **sv = malloc(sizeof(char *) * (size_t)size);
+        char err[1024];
+        if (sv != NULL) {
+            for (int r = 0; r < size; ++r) {
+                sv[r] = sigs + (size_t)r * sizeof(cm->signature);
+            }
+            if (dr_topo_signatures_check(sv, NULL, size, err, sizeof(err)) != DR_OK) {
+                if (rank == 0) {
+                    opal_output(cm->output, "coll/dualrail: disabled on every rank: the nodes "
+                                "discovered different planes (ranks as nodes): %s", err);
+                }
+                rc = OMPI_ERROR;
+            }
+            free(sv);
+        }
+    }
+    free(sigs);
+    if (rc != OMPI_SUCCESS) {
+        cm->state = MCA_COLL_DUALRAIL_STATE_OFF;
         free(all);
         return;
     }

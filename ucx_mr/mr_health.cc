@@ -75,7 +75,13 @@ void Mr::declare_down(Link *l, const std::string &why)
     l->reason = why;
     l->down_at = now;
     const uint64_t seen = std::max(l->last_progress, p->busy_since);
-    pl->stats.last_detect_us = seen != 0 && now > seen ? now - seen : 0;
+    const uint64_t detect = seen != 0 && now > seen ? now - seen : 0;
+    pl->stats.last_detect_us = detect;
+    if (pl->stats.errors == 0 || detect < pl->stats.min_detect_us) {
+        pl->stats.min_detect_us = detect;
+    }
+    pl->stats.max_detect_us = std::max(pl->stats.max_detect_us, detect);
+    pl->stats.total_detect_us += detect;
     ++pl->stats.errors;
     /* Anti-flap: failing again soon after coming back doubles the hold-down time. */
     if (l->readmitted_at != 0 && now - l->readmitted_at < flap_us) {

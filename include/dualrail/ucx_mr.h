@@ -162,6 +162,9 @@ typedef struct dr_mr_plane_counters {
     uint64_t duplicates;        /* segments dropped as already received */
     uint64_t probes;            /* liveness pings and re-admission probes sent */
     uint64_t last_detect_us;    /* last failure: time from the last sign of life to down */
+    uint64_t min_detect_us;     /* over all failures of this plane (0 when none) */
+    uint64_t max_detect_us;
+    uint64_t total_detect_us;   /* average = total_detect_us / errors */
 } dr_mr_plane_stats_t;
 
 dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);

@@ -4,14 +4,16 @@
 # --mismatch gives the last rank other planes than the rest (PLANES, e.g.
 # "ethA" or "ethA,ethZ"): the job must agree to stay off dualrail everywhere,
 # say why, and still compute correctly through the previous module.
-#   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [-- check args...]
+# --stats asks for the per-plane table at MPI_Finalize and checks it.
+#   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [--stats] [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-stock=0 over=() mismatch=
+stock=0 over=() mismatch= stats=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stock) stock=1 ;;
     --oversubscribe) over=(--oversubscribe) ;;
+    --stats) stats=1 ;;
     --mismatch) mismatch=${2:?--mismatch needs a plane list}; shift ;;
     --) shift; break ;;
     *) echo "run_allreduce.sh: unknown option $1" >&2; exit 2 ;;
@@ -23,6 +25,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 mca=(--mca coll_dualrail_verbose 1)
 [ "$stock" -eq 1 ] || mca+=(--mca coll_dualrail_priority 100)
+[ "$stats" -eq 0 ] || mca+=(--mca coll_dualrail_stats 1)
 rc=0
 if [ -n "$mismatch" ]; then
   # MPMD: the last rank is its own app context with its own plane list.
@@ -37,7 +40,11 @@ cat "$out"
 fail() { echo "run_allreduce.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc"
 grep -Eq "^[0-9]+ passed, 0 failed$" "$out" || fail "the check did not pass"
-if [ -n "$mismatch" ]; then
+if [ "$stats" -eq 1 ]; then
+  n=$(grep -c "coll/dualrail rank [0-9]*: plane statistics" "$out" || true)
+  [ "$n" -eq "$np" ] || fail "the statistics table was printed by $n of $np ranks"
+  grep -Eq "^  1 +ethB +[0-9.]+ +[0-9.]+ +[1-9]" "$out" || fail "no traffic counted on plane 1"
+elif [ -n "$mismatch" ]; then
   grep -q "coll/dualrail: disabled on every rank: rank $((np - 1)) " "$out" ||
     fail "no clear message that rank $((np - 1))'s planes disagree"
   if grep -q "allreduce runs on dualrail" "$out"; then fail "dualrail ran despite the disagreement"; fi

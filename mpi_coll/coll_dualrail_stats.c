@@ -1,0 +1,113 @@
+/*
+ * coll/dualrail observability: ucx_mr's per-plane counters as MPI_T
+ * performance variables (one value per plane), and a summary table printed
+ * at MPI_Finalize when coll_dualrail_stats is set.
+ */
+#include "coll_dualrail.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "opal/mca/base/mca_base_pvar.h"
+#include "opal/util/output.h"
+
+typedef struct counter {
+    const char *name;
+    const char *help;
+    size_t offset; /* in dr_mr_plane_stats_t */
+    int var_class;
+} counter_t;
+
+static const counter_t counters[] = {
+    {"plane_tx_bytes", "Payload bytes sent on each plane", offsetof(dr_mr_plane_stats_t, tx_bytes),
+     MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_rx_bytes", "Payload bytes received on each plane",
+     offsetof(dr_mr_plane_stats_t, rx_bytes), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_tx_stripes", "Segments (pieces of stripes) sent on each plane",
+     offsetof(dr_mr_plane_stats_t, tx_segments), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_failovers", "Times a (peer, plane) of each plane was declared down",
+     offsetof(dr_mr_plane_stats_t, errors), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_reroutes", "Segments moved off each plane after it failed",
+     offsetof(dr_mr_plane_stats_t, reroutes), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_readmissions", "Times a (peer, plane) of each plane returned to service",
+     offsetof(dr_mr_plane_stats_t, readmissions), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_detect_min_us", "Shortest failure detection latency of each plane (microseconds)",
+     offsetof(dr_mr_plane_stats_t, min_detect_us), MPI_T_PVAR_CLASS_LOWWATERMARK},
+    {"plane_detect_max_us", "Longest failure detection latency of each plane (microseconds)",
+     offsetof(dr_mr_plane_stats_t, max_detect_us), MPI_T_PVAR_CLASS_HIGHWATERMARK},
+    {"plane_detect_total_us", "Sum of failure detection latencies of each plane (microseconds; "
+     "divide by plane_failovers for the average)", offsetof(dr_mr_plane_stats_t, total_detect_us),
+     MPI_T_PVAR_CLASS_COUNTER},
+};
+
+static int nplanes(void)
+{
+    return mca_coll_dualrail_component.mr != NULL ? dr_mr_num_planes(mca_coll_dualrail_component.mr)
+                                                  : 0;
+}
+
+static int pvar_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void)obj;
+    const counter_t *c = pvar->ctx;
+    unsigned long long *out = value;
+    for (int p = 0; p < nplanes(); ++p) {
+        dr_mr_plane_stats_t s;
+        dr_mr_plane_stats(mca_coll_dualrail_component.mr, p, &s);
+        out[p] = *(const uint64_t *)((const char *)&s + c->offset);
+    }
+    return OMPI_SUCCESS;
+}
+
+/* One value per plane; a process without planes exposes none. */
+static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                       int *count)
+{
+    (void)pvar;
+    (void)obj;
+    if (event == MCA_BASE_PVAR_HANDLE_BIND) {
+        *count = nplanes();
+    }
+    return OMPI_SUCCESS;
+}
+
+void mca_coll_dualrail_stats_register(void)
+{
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); ++i) {
+        (void)mca_base_component_pvar_register(
+            &mca_coll_dualrail_component.super.collm_version, counters[i].name, counters[i].help,
+            OPAL_INFO_LVL_4, counters[i].var_class, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+            MPI_T_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+            pvar_get, NULL, pvar_notify, (void *)&counters[i]);
+    }
+}
+
+void mca_coll_dualrail_stats_print(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    if (cm->mr == NULL) {
+        return;
+    }
+    char table[4096];
+    int n = snprintf(table, sizeof(table),
+                     "coll/dualrail rank %d: plane statistics\n"
+                     "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
+                     "readmits  detect ms min/avg/max\n",
+                     cm->world_rank);
+    for (int p = 0; p < nplanes() && n < (int)sizeof(table); ++p) {
+        dr_mr_plane_stats_t s;
+        dr_mr_plane_stats(cm->mr, p, &s);
+        char detect[64] = "-";
+        if (s.errors != 0) {
+            snprintf(detect, sizeof(detect), "%.0f/%.0f/%.0f", s.min_detect_us / 1e3,
+                     s.total_detect_us / 1e3 / (double)s.errors, s.max_detect_us / 1e3);
+        }
+        n += snprintf(table + n, sizeof(table) - (size_t)n,
+                      "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %s\n", p,
+                      dr_mr_plane_device(cm->mr, p), s.tx_bytes / 1048576.0,
+                      s.rx_bytes / 1048576.0, (unsigned long long)s.tx_segments,
+                      (unsigned long long)s.errors, (unsigned long long)s.reroutes,
+                      (unsigned long long)s.readmissions, detect);
+    }
+    opal_output(cm->output, "%s", table);
+}
