@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Failover timeline: allreduce bandwidth over time while a plane dies and heals.
+#
+# 4 lab nodes, one rank each, every plane capped at --rate (500 Mbit/s); a
+# 16 MiB MPI_Allreduce (coll/dualrail, planes ethA,ethB) in a loop for 20 s;
+# plane A of node 1 black-holed 5 s into the loop and healed at 12 s (this
+# script injects both at those wall times, counted from the loop's start).
+# Before it, unless --no-one-plane, the same loop for --one-plane-seconds on
+# plane A alone gives the one-plane figure (with --no-one-plane: half the
+# two-plane figure, the ideal of two equal planes).
+#
+#   perf/failover_timeline.sh [--rate 500mbit] [--bytes 16777216] [--seconds 20]
+#                             [--fault-at 5] [--heal-at 12] [--node 1]
+#                             [--one-plane-seconds 8] [--no-one-plane]
+#                             [--out PREFIX]
+#
+# Prints every call (time since the loop start, seconds, bus bandwidth MB/s,
+# phase), the plane transitions, then the figures against the targets:
+#   fault     the call that sees the fault takes <= 1 s longer than a normal one
+#   degraded  median bandwidth while plane A is cut >= 0.9 x the one-plane figure
+#   recovery  within 3 s of the heal a call runs at >= 0.9 x the two-plane figure
+# Writes PREFIX.png (bandwidth over time, fault window shaded; needs gnuplot,
+# Debian package gnuplot-nox), PREFIX.tsv (the calls) and PREFIX.txt (the
+# summary); PREFIX defaults to failover_timeline in the current directory.
+# Uses its own lab (prefix drtimeline unless DUALRAIL_LAB_PREFIX is set) and
+# removes it at exit. Needs root. Exit status: 0 targets met, 3 a target
+# missed, 1 the run failed.
+set -euo pipefail
+export LC_ALL=C
+root=$(cd "$(dirname "$0")/.." && pwd)
+rate=500mbit bytes=16777216 seconds=20 fault_at=5 heal_at=12 node=1
+one_seconds=8 one_plane=1 out=$PWD/failover_timeline
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rate) rate=${2:?}; shift ;;
+    --bytes) bytes=${2:?}; shift ;;
+    --seconds) seconds=${2:?}; shift ;;
+    --fault-at) fault_at=${2:?}; shift ;;
+    --heal-at) heal_at=${2:?}; shift ;;
+    --node) node=${2:?}; shift ;;
+    --one-plane-seconds) one_seconds=${2:?}; shift ;;
+    --no-one-plane) one_plane=0 ;;
+    --out) out=${2:?}; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "failover_timeline.sh: unknown option $1" >&2; exit 1 ;;
+  esac
+  shift
+done
+[[ $out == /* ]] || out=$PWD/$out
+[ "$(id -u)" -eq 0 ] || { echo "failover_timeline.sh: needs root (the lab)" >&2; exit 1; }
+build=${DUALRAIL_BUILD_DIR:-build}
+[[ $build == /* ]] || build=$root/$build
+bench=$build/perf/dualrail-failover-timeline
+[ -x "$bench" ] || { echo "failover_timeline.sh: $bench missing: build first (cmake --build build)" >&2; exit 1; }
+[ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "failover_timeline.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
+command -v gnuplot >/dev/null ||
+  echo "failover_timeline.sh: gnuplot not found (apt-get install gnuplot-nox): no plot" >&2
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drtimeline} DUALRAIL_BUILD_DIR=$build
+lab=$root/contrib/lab.sh
+work=$(mktemp -d /tmp/dualrail-timeline-XXXXXX)
+trap '"$lab" fault "$node" a heal >/dev/null 2>&1 || true; "$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"$lab" up --nodes 4 --rate "$rate" >/dev/null
+
+stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
+# run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in the background
+run() {
+  local name=$1 secs=$2
+  shift 2
+  { timeout -k 10 $((${secs%.*} + 120)) "$lab" mpirun -np 4 --map-by node \
+      --mca coll_dualrail_priority 100 "$@" "$bench" --bytes "$bytes" --seconds "$secs" 2>&1
+    echo "JOB-EXIT $?"; } | stamp >"$work/$name.log" &
+  job=$!
+}
+start_of() { # the loop's start epoch, waiting for it (bounded)
+  local t
+  for _ in $(seq 1 900); do
+    t=$(sed -n 's/^[0-9.]* # failover_timeline: start \([0-9.]*\) .*/\1/p' "$1" | head -1)
+    [ -n "$t" ] && { echo "$t"; return 0; }
+    grep -q "JOB-EXIT" "$1" && break
+    sleep 0.1
+  done
+  return 1
+}
+sleep_until() {
+  sleep "$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; if (d < 0) d = 0; printf "%.3f", d }')"
+}
+job_ok() { # log
+  wait "$job" || true
+  if ! grep -q "JOB-EXIT 0" "$1" || ! grep -q "every result exact" "$1"; then
+    echo "failover_timeline.sh: the job failed:" >&2
+    cut -d' ' -f2- "$1" | tail -n 30 >&2
+    exit 1
+  fi
+}
+
+if [ "$one_plane" -eq 1 ]; then
+  echo "failover_timeline.sh: one-plane run (plane A only, $one_seconds s)" >&2
+  run one "$one_seconds" --mca coll_dualrail_planes ethA
+  job_ok "$work/one.log"
+fi
+
+echo "failover_timeline.sh: two-plane run ($seconds s; plane A of node $node black-holed at $fault_at s, healed at $heal_at s)" >&2
+run two "$seconds" --mca coll_dualrail_planes ethA,ethB
+t0=$(start_of "$work/two.log") || { wait "$job" || true; cut -d' ' -f2- "$work/two.log" >&2; exit 1; }
+sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
+fault_t=$EPOCHREALTIME
+"$lab" fault "$node" a blackhole
+sleep_until "$(awk -v a="$t0" -v b="$heal_at" 'BEGIN { printf "%.6f", a + b }')"
+heal_t=$EPOCHREALTIME
+"$lab" fault "$node" a heal
+job_ok "$work/two.log"
+
+one_log=
+[ "$one_plane" -eq 0 ] || one_log=$work/one.log
+set +e
+python3 - "$work/two.log" "$t0" "$fault_t" "$heal_t" "$out" "$rate" "$bytes" "${one_log}" <<'PY'
+import re, statistics, sys
+log, t0, fault_t, heal_t, out, rate, nbytes = sys.argv[1:8]
+one_log = sys.argv[8] if len(sys.argv) > 8 else ""
+t0, fault_t, heal_t = float(t0), float(fault_t), float(heal_t)
+F, H = fault_t - t0, heal_t - t0
+
+def calls(path):
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if len(f) == 5 and re.fullmatch(r"\d+", f[1]):
+            rows.append((int(f[1]), float(f[2]), float(f[3]), float(f[4])))
+    return rows  # (iter, start epoch, seconds, busbw)
+
+rows = calls(log)
+trans = []  # (time since t0, text)
+for line in open(log):
+    stamp, _, text = line.partition(" ")
+    m = re.search(r"coll/dualrail (rank \d+: peer \d+ plane \d+ \(.*?\)) (down|re-admitted)", text)
+    if m:
+        trans.append((float(stamp) - t0, m.group(2), m.group(1)))
+
+WARM = 2  # the first calls set up endpoints and pools
+pre = [r for r in rows[WARM:] if r[1] + r[2] <= fault_t]
+if len(pre) < 3:
+    sys.exit("failover_timeline: fewer than 3 calls before the fault: raise --fault-at")
+two = statistics.median(r[3] for r in pre)
+normal = statistics.median(r[2] for r in pre)
+if one_log:
+    one_rows = calls(one_log)[WARM:]
+    one = statistics.median(r[3] for r in one_rows)
+    one_src = "measured: plane A alone, median of %d calls" % len(one_rows)
+else:
+    one = two / 2
+    one_src = "half the two-plane figure (two equal planes, no one-plane run)"
+
+downs = [t for t, k, _ in trans if k == "down"]
+ups = [t for t, k, _ in trans if k == "re-admitted"]
+first_down = min(downs) if downs else None
+last_up = max(ups) if ups else None
+
+def phase(r):
+    s, e = r[1] - t0, r[1] - t0 + r[2]
+    if e <= F: return "before"
+    if s < F + 1e-9 or (first_down is not None and s <= first_down): return "fault"
+    if e <= H: return "degraded"
+    if s < H: return "heal"
+    return "after"
+
+# The call that sees the fault: the slowest of those in flight between the fault and the
+# first down (or, without a down, the one in flight at the fault).
+seeing = [r for r in rows if phase(r) == "fault"]
+fault_call = max(seeing, key=lambda r: r[2]) if seeing else None
+extra = fault_call[2] - normal if fault_call else float("nan")
+degraded = [r for r in rows if phase(r) == "degraded"]
+deg = statistics.median(r[3] for r in degraded) if degraded else float("nan")
+after = [r for r in rows if r[1] - t0 >= H]
+back = next((r for r in after if r[3] >= 0.9 * two), None)
+back_t = (back[1] + back[2] - heal_t) if back else float("inf")
+tail = [r for r in after if back and r[1] >= back[1]]
+tail_med = statistics.median(r[3] for r in tail) if tail else float("nan")
+
+with open(out + ".tsv", "w") as f:
+    f.write("# t_start_s\tseconds\tbusbw_MBps\tphase\titer\n")
+    for r in rows:
+        f.write("%.3f\t%.4f\t%.2f\t%s\t%d\n" % (r[1] - t0, r[2], r[3], phase(r), r[0]))
+
+lines = []
+p = lines.append
+p("# failover timeline: 4 ranks, %s B allreduce, planes capped at %s; plane A of one node "
+  "black-holed at %.2f s, healed at %.2f s (since the loop start)" % (nbytes, rate, F, H))
+p("%8s %8s %10s  %s" % ("t (s)", "call (s)", "busbw MB/s", "phase"))
+for r in rows:
+    p("%8.3f %8.3f %10.2f  %s" % (r[1] - t0, r[2], r[3], phase(r)))
+p("")
+p("plane transitions (s since the loop start):")
+for t, k, who in trans:
+    p("  %7.3f  %s %s" % (t, who, k))
+p("")
+p("two-plane figure      %7.2f MB/s  (median of %d calls before the fault; a call takes %.3f s)" % (two, len(pre), normal))
+p("one-plane figure      %7.2f MB/s  (%s)" % (one, one_src))
+if first_down is not None:
+    p("detection             first down %.3f s after the fault" % (first_down - F))
+if last_up is not None:
+    p("re-admission          last re-admission %.3f s after the heal" % (last_up - H))
+res = []
+ok1 = fault_call is not None and extra <= 1.0
+res.append(ok1)
+p("fault call            %.3f s, %+.3f s vs normal            target <= +1 s      %s" % (
+    fault_call[2] if fault_call else float("nan"), extra, "met" if ok1 else "MISSED"))
+ok2 = degraded and deg >= 0.9 * one
+res.append(bool(ok2))
+p("degraded bandwidth    %7.2f MB/s = %.2f x one-plane (%d calls)  target >= 0.9 x    %s" % (
+    deg, deg / one, len(degraded), "met" if ok2 else "MISSED"))
+ok3 = back_t <= 3.0
+res.append(ok3)
+p("recovery              >= 0.9 x two-plane %.2f s after the heal   target <= 3 s      %s" % (
+    back_t, "met" if ok3 else "MISSED"))
+p("after recovery        median %.2f MB/s = %.2f x two-plane (%d calls)" % (
+    tail_med, tail_med / two if two else float("nan"), len(tail)))
+p("targets: %s" % ("all met" if all(res) else "%d of 3 missed" % res.count(False)))
+text = "\n".join(lines) + "\n"
+open(out + ".txt", "w").write(text)
+sys.stdout.write(text)
+
+# gnuplot script: bandwidth of each call drawn over its duration, fault window shaded.
+gp = out + ".gp"
+with open(gp, "w") as f:
+    f.write('set terminal pngcairo size 1100,550 font "sans,10"\n' if True else "")
+    f.write('set output "%s.png"\n' % out)
+    f.write('set title "coll/dualrail allreduce %s B, 4 ranks, planes at %s: plane A of one node black-holed %.1f-%.1f s"\n' % (nbytes, rate, F, H))
+    f.write('set xlabel "time since loop start (s)"\nset ylabel "bus bandwidth (MB/s)"\n')
+    f.write('set grid\nset key bottom right\nset yrange [0:%f]\n' % (max(r[3] for r in rows) * 1.15))
+    f.write('set object 1 rect from %f, graph 0 to %f, graph 1 fc rgb "#ffdddd" fs solid 0.6 noborder behind\n' % (F, H))
+    f.write('set label 1 "plane A cut" at %f, graph 0.95\n' % (F + 0.2))
+    for i, t in enumerate(downs[:1] + ups[-1:]):
+        f.write('set arrow %d from %f, graph 0 to %f, graph 1 nohead dt 2 lc rgb "#888888"\n' % (i + 1, t, t))
+    f.write('plot "%s.tsv" using 1:3:($1):($1+$2) with xerrorbars pt 7 ps 0.5 lc rgb "#1f77b4" title "each call (bar: its duration)", \\\n' % out)
+    f.write('     %f with lines dt 2 lc rgb "#2ca02c" title "two-plane figure %.1f", \\\n' % (two, two))
+    f.write('     %f with lines dt 2 lc rgb "#ff7f0e" title "one-plane figure %.1f"\n' % (one, one))
+print("plot script %s" % gp)
+sys.exit(0 if all(res) else 3)
+PY
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "failover_timeline.sh: analysis failed" >&2; exit 1; }
+if command -v gnuplot >/dev/null; then
+  gnuplot "$out.gp" && echo "failover_timeline.sh: wrote $out.png, $out.tsv, $out.txt" >&2
+fi
+exit "$rc"

@@ -1,0 +1,363 @@
+/*
+ * Validated MPI_Allreduce in a loop, for a bounded time, while the lab's planes
+ * fail under it (tests/failover/run_failover.sh injects the faults).
+ *
+ * Plain MPI: coll/dualrail is chosen by MCA parameters, this program does not
+ * know it. Data are integers (MPI_INT, MPI_SUM): rank r's element i in
+ * iteration k is a(i,k) + r*b(i,k), so every rank knows the exact sum
+ * n*a + b*n(n-1)/2 and checks every element of every result. Inputs change
+ * every iteration (a stale result from an earlier call fails the check), the
+ * receive buffer is poisoned before each call, odd iterations run in place,
+ * and the send buffer of the others is checked to be left untouched.
+ *
+ * After each allreduce every rank reports its verdict through MPI_Allgather
+ * (a stock collective: it runs on the management network, never on the
+ * planes under test) together with rank 0's stop decision, so all ranks make
+ * the same number of calls and leave the loop together, also when some of
+ * them got an error.
+ *
+ *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
+ *                 [--max-iters N] [--errors-return] [--mem-after S]
+ *                 [--mem-trace S] [--timeline]
+ *
+ *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
+ *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
+ *                   message on one plane and one striped over both
+ *   --size large    4 MiB and 3000004 bytes alternately: the ring (the odd
+ *                   count gives uneven blocks)
+ *   --bytes LIST    the sizes to cycle through (multiples of 4)
+ *   --seconds S     loop length (default 10), measured by rank 0
+ *   --max-iters N   hard bound on the iteration count (default 1000000)
+ *   --errors-return MPI_ERRORS_RETURN on MPI_COMM_WORLD: the first error is
+ *                   reported (class, MPI_Error_string, time) and every rank
+ *                   leaves the loop
+ *   --mem-after S   sample VmRSS S seconds into the loop (default 1) and at
+ *                   the end; rank 0 prints every rank's growth
+ *   --mem-trace S   every rank prints its VmRSS every S seconds
+ *   --timeline      rank 0 prints one line per iteration (epoch time, duration)
+ *
+ * Output (rank 0 unless noted), for the driver:
+ *   failover_loop: start EPOCH ...                    when the loop starts
+ *   failover_loop: rank R: MPI error ...              each rank that got one
+ *   failover_loop: rank R: WRONG RESULT ...           each rank that saw one
+ *   failover_loop: memory rank R: ...                 with --mem-after
+ *   failover_loop: ... iterations ..., every result exact
+ *   failover_loop: rank R exits C                     each rank, at the end
+ *
+ * Exit status: 0 every result exact; 1 a wrong result (on any rank);
+ * 2 bad arguments; 3 this rank's MPI_Allreduce returned an error;
+ * 4 another rank's did (this one saw none).
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { EXIT_OK = 0, EXIT_WRONG = 1, EXIT_USAGE = 2, EXIT_MPI_ERROR = 3, EXIT_PEER_ERROR = 4 };
+enum { ST_OK = 0, ST_WRONG = 1, ST_MPI_ERROR = 3 };
+#define MAX_SIZES 8
+#define MAX_MEM_SAMPLES 2
+
+static int rank, nranks;
+
+static double epoch_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* VmRSS and VmHWM of this process in kB (0 when unreadable). */
+static void read_mem(long *rss_kb, long *hwm_kb)
+{
+    *rss_kb = *hwm_kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) {
+        return;
+    }
+    char line[256];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            *rss_kb = strtol(line + 6, NULL, 10);
+        } else if (strncmp(line, "VmHWM:", 6) == 0) {
+            *hwm_kb = strtol(line + 6, NULL, 10);
+        }
+    }
+    fclose(f);
+}
+
+static inline int val_a(size_t i, unsigned k)
+{
+    return (int)((i * 7u + (size_t)k * 13u) % 1009u) - 504;
+}
+
+static inline int val_b(size_t i, unsigned k)
+{
+    return (int)((i + (size_t)k * 5u) % 17u) + 1;
+}
+
+static void usage(void)
+{
+    if (rank == 0) {
+        fprintf(stderr, "usage: failover_loop [--size small|large | --bytes N[,N...]] "
+                        "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
+                        "[--timeline]\n");
+    }
+}
+
+static int parse_sizes(const char *s, size_t *sizes, int *n)
+{
+    *n = 0;
+    char *copy = strdup(s), *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        char *end = NULL;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (end == t || *end != '\0' || v == 0 || v % sizeof(int) != 0 || v > (1ull << 30) ||
+            *n == MAX_SIZES) {
+            free(copy);
+            return -1;
+        }
+        sizes[(*n)++] = (size_t)v;
+    }
+    free(copy);
+    return *n > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    size_t sizes[MAX_SIZES] = {8192, 32768};
+    int nsizes = 2;
+    double seconds = 10, mem_after = 1, mem_trace = 0;
+    long max_iters = 1000000;
+    int errors_return = 0, timeline = 0;
+    const char *size_name = "small";
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (strcmp(a, "--size") == 0 && v != NULL) {
+            size_name = v;
+            if (strcmp(v, "small") == 0) {
+                bad = parse_sizes("8192,32768", sizes, &nsizes);
+            } else if (strcmp(v, "large") == 0) {
+                bad = parse_sizes("4194304,3000004", sizes, &nsizes);
+            } else {
+                bad = 1;
+            }
+            ++i;
+        } else if (strcmp(a, "--bytes") == 0 && v != NULL) {
+            size_name = "custom";
+            bad = parse_sizes(v, sizes, &nsizes);
+            ++i;
+        } else if (strcmp(a, "--seconds") == 0 && v != NULL) {
+            seconds = atof(v);
+            bad = !(seconds > 0 && seconds <= 3600);
+            ++i;
+        } else if (strcmp(a, "--max-iters") == 0 && v != NULL) {
+            max_iters = atol(v);
+            bad = max_iters < 1;
+            ++i;
+        } else if (strcmp(a, "--mem-after") == 0 && v != NULL) {
+            mem_after = atof(v);
+            bad = !(mem_after >= 0);
+            ++i;
+        } else if (strcmp(a, "--mem-trace") == 0 && v != NULL) {
+            mem_trace = atof(v);
+            bad = !(mem_trace > 0);
+            ++i;
+        } else if (strcmp(a, "--errors-return") == 0) {
+            errors_return = 1;
+        } else if (strcmp(a, "--timeline") == 0) {
+            timeline = 1;
+        } else {
+            bad = 1;
+        }
+        if (bad) {
+            usage();
+            MPI_Finalize();
+            return EXIT_USAGE;
+        }
+    }
+    if (errors_return) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+
+    size_t max_bytes = 0;
+    for (int s = 0; s < nsizes; ++s) {
+        max_bytes = sizes[s] > max_bytes ? sizes[s] : max_bytes;
+    }
+    int *in = malloc(max_bytes), *out = malloc(max_bytes);
+    if (in == NULL || out == NULL) {
+        fprintf(stderr, "failover_loop: rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
+    }
+    const int tri = nranks * (nranks - 1) / 2;
+
+    /* Everyone starts together; rank 0's clock decides when to stop. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = epoch_now();
+    if (rank == 0) {
+        printf("failover_loop: start %.6f: %d ranks, size %s (", t0, nranks, size_name);
+        for (int s = 0; s < nsizes; ++s) {
+            printf("%s%zu", s ? "," : "", sizes[s]);
+        }
+        printf(" bytes), %.1f s, %s\n", seconds,
+               errors_return ? "MPI_ERRORS_RETURN" : "MPI_ERRORS_ARE_FATAL");
+        fflush(stdout);
+    }
+
+    long rss0 = 0, hwm0 = 0, rss1 = 0, hwm1 = 0;
+    double rss0_at = -1, traced_at = 0;
+    long iters = 0, per_size[MAX_SIZES] = {0};
+    double slowest = 0, slowest_at = 0, total_call = 0;
+    long slowest_iter = -1;
+    int my_status = ST_OK, any_error = 0, any_wrong = 0;
+    int *verdicts = malloc(sizeof(int) * 2 * (size_t)nranks);
+
+    for (unsigned k = 0; iters < max_iters; ++k) {
+        const int si = (int)(k % (unsigned)nsizes);
+        const size_t count = sizes[si] / sizeof(int);
+        const int in_place = k & 1;
+        int *dst = out;
+        if (in_place) {
+            for (size_t i = 0; i < count; ++i) {
+                out[i] = val_a(i, k) + rank * val_b(i, k);
+            }
+        } else {
+            for (size_t i = 0; i < count; ++i) {
+                in[i] = val_a(i, k) + rank * val_b(i, k);
+            }
+            memset(out, 0xa5, count * sizeof(int));
+        }
+        const double c0 = epoch_now();
+        int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, dst, (int)count, MPI_INT, MPI_SUM,
+                               MPI_COMM_WORLD);
+        const double c1 = epoch_now();
+        total_call += c1 - c0;
+        if (c1 - c0 > slowest) {
+            slowest = c1 - c0;
+            slowest_at = c0 - t0;
+            slowest_iter = (long)k;
+        }
+        if (rc != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0, cls = 0;
+            MPI_Error_class(rc, &cls);
+            MPI_Error_string(rc, msg, &len);
+            printf("failover_loop: rank %d: MPI error in MPI_Allreduce #%u (%zu bytes) after "
+                   "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d, "
+                   "code %d: %s\n",
+                   rank, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, rc, msg);
+            fflush(stdout);
+            my_status = ST_MPI_ERROR;
+        } else {
+            size_t wrong = 0, first = 0;
+            for (size_t i = 0; i < count; ++i) {
+                const int want = nranks * val_a(i, k) + tri * val_b(i, k);
+                if (dst[i] != want) {
+                    if (wrong++ == 0) {
+                        first = i;
+                    }
+                }
+            }
+            size_t src_changed = 0;
+            for (size_t i = 0; !in_place && i < count; ++i) {
+                src_changed += in[i] != val_a(i, k) + rank * val_b(i, k);
+            }
+            if (wrong != 0 || src_changed != 0) {
+                printf("failover_loop: rank %d: WRONG RESULT in MPI_Allreduce #%u (%zu bytes%s), "
+                       "%.3f s into the loop: %zu of %zu elements wrong, first [%zu] = %d, "
+                       "expected %d; send buffer elements changed: %zu\n",
+                       rank, k, count * sizeof(int), in_place ? ", in place" : "", c1 - t0,
+                       wrong, count, first, dst[first],
+                       nranks * val_a(first, k) + tri * val_b(first, k), src_changed);
+                fflush(stdout);
+                my_status = ST_WRONG;
+            }
+        }
+        if (timeline && rank == 0) {
+            printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
+        }
+        ++iters;
+        ++per_size[si];
+        if (rss0_at < 0 && c1 - t0 >= mem_after) {
+            read_mem(&rss0, &hwm0);
+            rss0_at = c1 - t0;
+        }
+        if (mem_trace > 0 && c1 - t0 >= traced_at + mem_trace) {
+            long rss, hwm;
+            read_mem(&rss, &hwm);
+            traced_at = c1 - t0;
+            printf("failover_loop: rank %d: VmRSS %ld kB at %.1f s after %ld calls\n", rank, rss,
+                   traced_at, iters);
+            fflush(stdout);
+        }
+        /* Verdicts and the stop decision through a stock collective (management network). */
+        int mine[2] = {my_status, rank == 0 && epoch_now() - t0 >= seconds};
+        MPI_Allgather(mine, 2, MPI_INT, verdicts, 2, MPI_INT, MPI_COMM_WORLD);
+        for (int r = 0; r < nranks; ++r) {
+            any_error |= verdicts[2 * r] == ST_MPI_ERROR;
+            any_wrong |= verdicts[2 * r] == ST_WRONG;
+        }
+        if (any_error || any_wrong || verdicts[1]) {
+            break;
+        }
+    }
+    const double t1 = epoch_now();
+    read_mem(&rss1, &hwm1);
+    if (rss0_at < 0) {
+        rss0 = rss1;
+        rss0_at = t1 - t0;
+    }
+
+    /* Memory and timing of every rank, gathered on rank 0 (stock collective). */
+    double mine[6] = {(double)rss0, (double)rss1, (double)hwm1, rss0_at, slowest, slowest_at};
+    double *all = malloc(sizeof(double) * 6 * (size_t)nranks);
+    MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        long worst = 0;
+        int worst_rank = 0;
+        for (int r = 0; r < nranks; ++r) {
+            const double *m = all + 6 * r;
+            long growth = (long)(m[1] - m[0]);
+            printf("failover_loop: memory rank %d: VmRSS %.0f kB at %.1f s, %.0f kB at the end: "
+                   "growth %ld kB; VmHWM %.0f kB; slowest allreduce %.3f s at %.1f s\n",
+                   r, m[0], m[3], m[1], growth, m[2], m[4], m[5]);
+            if (r == 0 || growth > worst) {
+                worst = growth;
+                worst_rank = r;
+            }
+        }
+        printf("failover_loop: max VmRSS growth %ld kB (rank %d)\n", worst, worst_rank);
+        printf("failover_loop: %ld iterations in %.2f s (", iters, t1 - t0);
+        for (int s = 0; s < nsizes; ++s) {
+            printf("%s%ld x %zu B", s ? ", " : "", per_size[s], sizes[s]);
+        }
+        printf("), %.3f s per call on average, slowest %.3f s (#%ld at %.1f s)%s\n",
+               iters ? total_call / (double)iters : 0.0, slowest, slowest_iter, slowest_at,
+               any_error || any_wrong ? "" : ", every result exact");
+        fflush(stdout);
+    }
+    free(all);
+    free(verdicts);
+    free(in);
+    free(out);
+
+    int code = EXIT_OK;
+    if (any_wrong) {
+        code = EXIT_WRONG;
+    } else if (my_status == ST_MPI_ERROR) {
+        code = EXIT_MPI_ERROR;
+    } else if (any_error) {
+        code = EXIT_PEER_ERROR;
+    }
+    printf("failover_loop: rank %d exits %d\n", rank, code);
+    fflush(stdout);
+    MPI_Finalize();
+    return code;
+}

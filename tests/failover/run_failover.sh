@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Failover inside collectives, on the lab: runs failover_loop (validated
+# MPI_Allreduce in a loop, coll/dualrail selected) through lab.sh mpirun and
+# injects faults with lab.sh fault on a schedule counted from the loop's start
+# (the program prints its start time; mpirun's own start-up is not counted).
+# Every line of the job's output is stamped with the wall time it arrived, so
+# the checks can order plane transitions against the faults.
+#
+#   run_failover.sh BINARY fault KIND SIZE NODES [options]
+#       KIND down|blackhole|reset, SIZE small|large, NODES e.g. 1 or 1,2:
+#       plane A (--plane) of NODES cut at --fault-at, healed at --heal-at.
+#       Checks: job exits 0, every result exact, dualrail ran every call, the
+#       plane was declared down (within --detect-max s of the fault) only on
+#       links that touch a faulted node and only on that plane, every downed
+#       link re-admitted after the heal, no allreduce slower than --slow-max.
+#   run_failover.sh BINARY flap SIZE NODE [options]
+#       NODE's plane flaps (--flap-down/--flap-up seconds, --flap-count cycles)
+#       from --fault-at. Checks: exit 0, every result exact, no rank's VmRSS
+#       grows by more than --mem-max-kb between --mem-after and the end, every
+#       downed link re-admitted by the end.
+#   run_failover.sh BINARY cut KIND NODE [options]
+#       both planes of NODE cut at --fault-at and left cut; MPI_ERRORS_RETURN
+#       (--fatal: the default handler) and coll_dualrail_peer_timeout
+#       --peer-timeout. Checks: no hang (the job ends within --end-max s of
+#       the fault), the first MPI error within --error-max s of the fault,
+#       NODE's rank and at least one other get an MPI error and exit 3, every
+#       other rank exits 3 or 4, the failure message names the lost peer and
+#       both planes. With --fatal: the job aborts (non-zero exit, no hang)
+#       with that message.
+#   run_failover.sh BINARY slow [options]
+#       a lab of its own (prefix $DR_FAILOVER_SLOW_PREFIX, default drtest2)
+#       with plane A at --rate-a, plane B at --rate-b; large allreduces.
+#       Checks: exit 0, every result exact, no plane declared down.
+#
+# Options: --plane a|b (fault, flap; default a), --seconds S (loop length),
+#   --fault-at S, --heal-at S, --np N (default: the lab's node count),
+#   --mca NAME VALUE (passed on; repeatable), --verbose N (coll_dualrail_verbose,
+#   default 1; 3 adds ucx_mr's debug lines), --keep-log FILE.
+# Environment: DUALRAIL_LAB_PREFIX (the lab to run on; the ctest fixture's is
+#   drtest), DUALRAIL_BUILD_DIR.
+# Exit status 0 when every check passes; the last line says PASS or FAIL.
+set -uo pipefail
+export LC_ALL=C
+
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 2 ] || usage
+bin=$1 mode=$2
+shift 2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+lab=$root/contrib/lab.sh
+[ -x "$bin" ] || { echo "run_failover.sh: $bin is not an executable" >&2; exit 2; }
+
+kind= size= nodes= plane=a
+case $mode in
+  fault) [ $# -ge 3 ] || usage; kind=$1 size=$2 nodes=$3; shift 3 ;;
+  flap) [ $# -ge 2 ] || usage; size=$1 nodes=$2; shift 2 ;;
+  cut) [ $# -ge 2 ] || usage; kind=$1 nodes=$2 size=small; shift 2 ;;
+  slow) size=large ;;
+  *) usage ;;
+esac
+
+# Defaults per mode: loop length, schedule, bounds.
+seconds=12 fault_at=3 heal_at=7 detect_max=3 slow_max=3
+flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=16384
+peer_timeout=3 error_max=8 end_max=30 fatal=0 np= verbose=1
+rate_a=50mbit rate_b=500mbit keep_log=
+mca=()
+case $mode in
+  flap) seconds=13 fault_at=2 ;;
+  cut) seconds=40 ;;
+  slow) seconds=10 ;;
+esac
+while [ $# -gt 0 ]; do
+  case $1 in
+    --plane) plane=${2:?}; shift ;;
+    --seconds) seconds=${2:?}; shift ;;
+    --fault-at) fault_at=${2:?}; shift ;;
+    --heal-at) heal_at=${2:?}; shift ;;
+    --detect-max) detect_max=${2:?}; shift ;;
+    --slow-max) slow_max=${2:?}; shift ;;
+    --flap-down) flap_down=${2:?}; shift ;;
+    --flap-up) flap_up=${2:?}; shift ;;
+    --flap-count) flap_count=${2:?}; shift ;;
+    --mem-after) mem_after=${2:?}; shift ;;
+    --mem-max-kb) mem_max_kb=${2:?}; shift ;;
+    --peer-timeout) peer_timeout=${2:?}; shift ;;
+    --error-max) error_max=${2:?}; shift ;;
+    --end-max) end_max=${2:?}; shift ;;
+    --fatal) fatal=1 ;;
+    --rate-a) rate_a=${2:?}; shift ;;
+    --rate-b) rate_b=${2:?}; shift ;;
+    --np) np=${2:?}; shift ;;
+    --verbose) verbose=${2:?}; shift ;;
+    --mca) mca+=(--mca "${2:?}" "${3:?}"); shift 2 ;;
+    --keep-log) keep_log=${2:?}; shift ;;
+    *) echo "run_failover.sh: unknown option $1" >&2; usage ;;
+  esac
+  shift
+done
+case $plane in a|b) ;; *) echo "run_failover.sh: --plane a or b" >&2; exit 2 ;; esac
+plane_idx=0; [ "$plane" = b ] && plane_idx=1
+IFS=, read -r -a fnodes <<<"$nodes"
+
+work=$(mktemp -d /tmp/dualrail-failover-XXXXXX)
+log=$work/log events=$work/events
+own_lab=0
+cleanup() {
+  # Heal whatever this run may have cut, whatever happened to the job.
+  if [ "$own_lab" -eq 1 ]; then
+    "$lab" down >/dev/null 2>&1 || true
+  elif [ "$mode" != slow ]; then
+    for n in "${fnodes[@]}"; do
+      for p in a b; do "$lab" fault "$n" "$p" heal >/dev/null 2>&1 || true; done
+    done
+  fi
+  if [ -n "$keep_log" ]; then cp "$log" "$keep_log" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "$mode" = slow ]; then
+  export DUALRAIL_LAB_PREFIX=${DR_FAILOVER_SLOW_PREFIX:-drtest2}
+  own_lab=1
+  "$lab" up --nodes 4 --rate-a "$rate_a" --rate-b "$rate_b" >/dev/null ||
+    { echo "run_failover.sh: lab $DUALRAIL_LAB_PREFIX did not come up"; echo FAIL; exit 1; }
+fi
+[ -n "$np" ] || np=$("$lab" nodes) || { echo "run_failover.sh: no lab up"; echo FAIL; exit 1; }
+# Start from a clean lab: no fault left over from an earlier run.
+if [ "$mode" != slow ]; then
+  for n in "${fnodes[@]}"; do
+    for p in a b; do "$lab" fault "$n" "$p" heal >/dev/null 2>&1 || true; done
+  done
+fi
+
+args=(--size "$size" --seconds "$seconds" --mem-after "$mem_after")
+mca+=(--mca coll_dualrail_priority 100 --mca coll_dualrail_verbose "$verbose")
+if [ "$mode" = cut ]; then
+  mca+=(--mca coll_dualrail_peer_timeout "$peer_timeout")
+  [ "$fatal" -eq 1 ] || args+=(--errors-return)
+fi
+# Whatever happens, the job cannot outlive the loop by more than this.
+limit=$(awk -v s="$seconds" 'BEGIN { printf "%d", s + 90 }')
+[ "$mode" != cut ] || limit=$(awk -v f="$fault_at" -v e="$end_max" 'BEGIN { printf "%d", f + e + 30 }')
+
+stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
+note() { printf '%s EVENT %s\n' "$EPOCHREALTIME" "$*" >>"$events"; echo "run_failover.sh: $*"; }
+: >"$events"
+echo "run_failover.sh: $mode ${kind:+$kind }${size:+$size }${nodes:+node(s) $nodes }on lab ${DUALRAIL_LAB_PREFIX:-drlab}, $np ranks"
+{ timeout -k 10 "$limit" "$lab" mpirun -np "$np" --map-by node "${mca[@]}" "$bin" "${args[@]}" 2>&1
+  echo "JOB-EXIT $?"; } | stamp >"$log" &
+job=$!
+
+# The schedule, counted from the start line (bounded wait for it).
+t0=
+for _ in $(seq 1 600); do
+  t0=$(sed -n 's/^[0-9.]* failover_loop: start \([0-9.]*\):.*/\1/p' "$log" | head -1)
+  [ -n "$t0" ] && break
+  grep -q "JOB-EXIT" "$log" && break
+  sleep 0.1
+done
+sleep_until() { # epoch
+  local d
+  d=$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; if (d < 0) d = 0; printf "%.3f", d }')
+  sleep "$d"
+}
+fault_t= heal_t=
+if [ -n "$t0" ]; then
+  sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
+  fault_t=$EPOCHREALTIME
+  case $mode in
+    fault)
+      for n in "${fnodes[@]}"; do "$lab" fault "$n" "$plane" "$kind"; done
+      note "fault: node(s) $nodes plane $plane $kind" ;;
+    flap)
+      for n in "${fnodes[@]}"; do
+        "$lab" fault "$n" "$plane" flap --down "$flap_down" --up "$flap_up" --count "$flap_count"
+      done
+      note "fault: node(s) $nodes plane $plane flap --down $flap_down --up $flap_up --count $flap_count" ;;
+    cut)
+      for n in "${fnodes[@]}"; do "$lab" fault "$n" a "$kind"; "$lab" fault "$n" b "$kind"; done
+      note "fault: node(s) $nodes planes a and b $kind" ;;
+    slow) note "no fault: plane A at $rate_a, plane B at $rate_b" ;;
+  esac
+  if [ "$mode" = fault ]; then
+    sleep_until "$(awk -v a="$t0" -v b="$heal_at" 'BEGIN { printf "%.6f", a + b }')"
+    heal_t=$EPOCHREALTIME
+    for n in "${fnodes[@]}"; do "$lab" fault "$n" "$plane" heal; done
+    note "heal: node(s) $nodes plane $plane"
+  fi
+fi
+wait "$job"
+if [ "$mode" = flap ]; then
+  for n in "${fnodes[@]}"; do "$lab" fault "$n" "$plane" heal; done
+fi
+cat "$log" | cut -d' ' -f2-
+echo "--- schedule (loop start ${t0:-never})"
+cat "$events"
+
+# ------------------------------------------------------------------ checks
+fails=0
+fail() { echo "run_failover.sh: FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "run_failover.sh: ok: $*"; }
+rel() { awk -v t="$1" -v z="$2" 'BEGIN { printf "%.2f", t - z }'; }
+
+rc=$(sed -n 's/^[0-9.]* JOB-EXIT \([0-9]*\)$/\1/p' "$log" | tail -1)
+[ -n "$t0" ] || fail "the loop never started"
+[ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "the job hung: killed after $limit s"
+nstart=$(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$log" || true)
+[ "$nstart" -eq "$np" ] || fail "coll/dualrail ran on $nstart of $np ranks"
+if grep -q "WRONG RESULT" "$log"; then fail "wrong results: $(grep -m1 'WRONG RESULT' "$log" | cut -d' ' -f2-)"; fi
+
+# Plane transitions: "coll/dualrail rank R: peer P plane I (...) down: ..." / "... re-admitted ..."
+trans=$work/trans
+sed -n 's/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\) plane \([0-9]*\) (.*) down: .*/\1 down \2 \3 \4/p;
+        s/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\) plane \([0-9]*\) (.*) re-admitted after .*/\1 up \2 \3 \4/p' \
+  "$log" >"$trans"
+ndown=$(awk '$2 == "down"' "$trans" | wc -l)
+nup=$(awk '$2 == "up"' "$trans" | wc -l)
+echo "run_failover.sh: $ndown (rank, peer, plane) down transition(s), $nup re-admission(s)"
+
+# Every downed link re-admitted after its last down (and, with HEAL given, not before it).
+check_readmitted() { # [heal epoch]
+  awk -v heal="${1:-0}" '
+    { k = $3 " " $4 " " $5
+      if ($2 == "down") { st[k] = "down"; dt[k] = $1 } else { st[k] = "up"; ut[k] = $1 } }
+    END { bad = 0
+      for (k in st) {
+        split(k, f, " ")
+        if (st[k] != "up") { printf "rank %s peer %s plane %s: never re-admitted after its down\n", f[1], f[2], f[3]; bad = 1 }
+        else if (heal > 0 && ut[k] < heal - 0.2) { printf "rank %s peer %s plane %s: re-admitted %.2f s before the heal\n", f[1], f[2], f[3], heal - ut[k]; bad = 1 }
+      }
+      exit bad }' "$trans"
+}
+
+case $mode in
+  fault|flap)
+    [ "$rc" = 0 ] || fail "the job exited $rc"
+    grep -Eq "failover_loop: [0-9]+ iterations .*every result exact" "$log" || fail "no clean end of the loop"
+    n0=$(grep -c "failover_loop: rank [0-9]* exits 0" "$log" || true)
+    [ "$n0" -eq "$np" ] || fail "$n0 of $np ranks exited 0"
+    if grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), 0 handed to the previous module" "$log"; then
+      n=$(grep -Ec "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), 0 handed to the previous module" "$log")
+      [ "$n" -eq "$np" ] || fail "only $n of $np ranks ran every allreduce on dualrail"
+    else
+      fail "no rank ran every allreduce on dualrail"
+    fi
+    # Only the faulted plane, only links that touch a faulted node.
+    bad=$(awk -v nodes="$nodes" -v pi="$plane_idx" '
+      BEGIN { n = split(nodes, a, ","); for (i = 1; i <= n; i++) f[a[i]] = 1 }
+      $2 == "down" && ($5 != pi || (!($3 in f) && !($4 in f))) { printf "rank %s peer %s plane %s; ", $3, $4, $5 }' "$trans")
+    [ -z "$bad" ] || fail "false failover: down on links the fault does not touch: $bad"
+    if [ "$ndown" -eq 0 ]; then
+      fail "no failover: the faulted plane was never declared down"
+    else
+      first=$(awk '$2 == "down" { print $1; exit }' "$trans")
+      d=$(rel "$first" "${fault_t:-$first}")
+      if awk -v d="$d" -v m="$detect_max" 'BEGIN { exit !(d >= 0 && d <= m) }'; then
+        ok "failover: first down $d s after the fault"
+      else
+        fail "first down $d s after the fault (bound: 0..$detect_max s)"
+      fi
+      # The faulted nodes' ranks (rank = node with --map-by node) each lost the plane to a peer.
+      for n in "${fnodes[@]}"; do
+        awk -v n="$n" '$2 == "down" && ($3 == n || $4 == n) { found = 1 } END { exit !found }' "$trans" ||
+          fail "node $n: no link of its rank was declared down"
+      done
+      if why=$(check_readmitted "${heal_t:-}"); then
+        last=$(awk '$2 == "up" { t = $1 } END { print t }' "$trans")
+        if [ "$mode" = fault ]; then
+          ok "every downed link re-admitted, the last $(rel "$last" "${heal_t:-$last}") s after the heal"
+        else
+          ok "every downed link re-admitted by the end"
+        fi
+      else
+        fail "re-admission: $why"
+      fi
+    fi
+    slowest=$(sed -n 's/.*failover_loop: [0-9]* iterations .*slowest \([0-9.]*\) s .*/\1/p' "$log" | tail -1)
+    if [ -n "$slowest" ]; then
+      if awk -v s="$slowest" -v m="$slow_max" 'BEGIN { exit !(s <= m) }'; then
+        ok "slowest allreduce $slowest s (bound $slow_max s)"
+      else
+        fail "an allreduce took $slowest s (bound $slow_max s)"
+      fi
+    fi
+    if [ "$mode" = flap ]; then
+      growth=$(sed -n 's/.*failover_loop: max VmRSS growth \(-\{0,1\}[0-9]*\) kB (rank \([0-9]*\)).*/\1 \2/p' "$log" | tail -1)
+      if [ -z "$growth" ]; then
+        fail "no memory report"
+      elif [ "${growth% *}" -le "$mem_max_kb" ]; then
+        ok "memory: largest VmRSS growth ${growth% *} kB (rank ${growth#* }), bound $mem_max_kb kB"
+      else
+        fail "memory: VmRSS of rank ${growth#* } grew ${growth% *} kB (bound $mem_max_kb kB)"
+      fi
+    fi
+    ;;
+  slow)
+    [ "$rc" = 0 ] || fail "the job exited $rc"
+    grep -Eq "failover_loop: [0-9]+ iterations .*every result exact" "$log" || fail "no clean end of the loop"
+    [ "$ndown" -eq 0 ] || fail "false failover: a slow plane was declared down: $(grep -m1 ' down: ' "$log" | cut -d' ' -f2-)"
+    iters=$(sed -n 's/.*failover_loop: \([0-9]*\) iterations.*/\1/p' "$log" | tail -1)
+    [ "${iters:-0}" -ge 3 ] || fail "only ${iters:-0} iterations: too few to tell"
+    [ "$ndown" -ne 0 ] || ok "no plane declared down in ${iters:-0} iterations"
+    ;;
+  cut)
+    [ -n "$fault_t" ] || fail "no fault injected"
+    end=$(awk '/JOB-EXIT/ { print $1 }' "$log" | tail -1)
+    e=$(rel "${end:-0}" "${fault_t:-0}")
+    awk -v e="$e" -v m="$end_max" 'BEGIN { exit !(e <= m) }' && ok "the job ended $e s after the cut" ||
+      fail "the job ended $e s after the cut (bound $end_max s)"
+    if [ "$fatal" -eq 1 ]; then
+      [ "$rc" != 0 ] || fail "the job exited 0 although a node lost both planes"
+      grep -q "MPI_ERRORS_ARE_FATAL" "$log" || fail "no MPI_ERRORS_ARE_FATAL abort message"
+    else
+      first=$(awk '/failover_loop: rank [0-9]*: MPI error/ { print $1; exit }' "$log")
+      if [ -z "$first" ]; then
+        fail "no rank got an MPI error"
+      else
+        d=$(rel "$first" "${fault_t:-$first}")
+        awk -v d="$d" -v m="$error_max" 'BEGIN { exit !(d <= m) }' && ok "first MPI error $d s after the cut" ||
+          fail "first MPI error $d s after the cut (bound $error_max s)"
+      fi
+      for n in "${fnodes[@]}"; do
+        grep -q "failover_loop: rank $n: MPI error" "$log" || fail "rank $n (the cut node) got no MPI error"
+        grep -q "failover_loop: rank $n exits 3" "$log" || fail "rank $n did not exit 3"
+      done
+      n3=$(grep -c "failover_loop: rank [0-9]* exits 3" "$log" || true)
+      n4=$(grep -c "failover_loop: rank [0-9]* exits 4" "$log" || true)
+      [ "$n3" -ge 2 ] || fail "only $n3 rank(s) exited 3 (MPI error): the cut node's peers must see it too"
+      [ $((n3 + n4)) -eq "$np" ] || fail "$((n3 + n4)) of $np ranks exited 3 or 4"
+      ne=$(grep -c "failover_loop: rank [0-9]*: MPI error" "$log" || true)
+      [ "$ne" -eq "$n3" ] || fail "$ne ranks reported an MPI error but $n3 exited 3"
+      [ "$rc" != 0 ] || fail "mpirun exited 0 although ranks exited 3"
+      ok "$n3 rank(s) got an MPI error and exited 3, $n4 exited 4; mpirun exited $rc"
+    fi
+    # The failure message, at a peer of the cut node, names that node's rank and both planes.
+    n=${fnodes[0]}
+    if grep -E "coll/dualrail: rank [0-9]+: MPI_Allreduce on MPI_COMM_WORLD failed: .*peer rank $n .*plane 0 \(ethA\): down.*plane 1 \(ethB\): down" "$log" |
+         grep -vq "coll/dualrail: rank $n:"; then
+      ok "a peer's failure message names rank $n and both planes"
+    else
+      fail "no failure message at a peer naming rank $n and planes ethA and ethB down"
+    fi
+    grep -Eq "coll/dualrail: rank $n: MPI_Allreduce on MPI_COMM_WORLD failed: .*ethA.*ethB" "$log" ||
+      fail "rank $n's failure message does not name its planes"
+    ;;
+esac
+
+if [ "$fails" -eq 0 ]; then echo "run_failover.sh: PASS"; exit 0; fi
+echo "run_failover.sh: $fails check(s) failed"
+echo "run_failover.sh: FAIL"
+exit 1
