@@ -598,10 +598,15 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
             mr->log(DR_LOG_INFO, "plane %d uses device %s: %s", i,
                     mr->planes.back()->device.c_str(), why);
         }
-        /* Address blob: magic, version, plane count, id, then per plane: device, IPv4, address. */
+        /* Address blob: magic, version, plane count, id, hostname, then per plane: device,
+         * IPv4, address. */
         put_u32(mr->blob, kAddrMagic);
         put_u32(mr->blob, ((uint32_t)kWireVersion << 16) | (uint32_t)list.nplanes);
         put_u32(mr->blob, self);
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        put_u32(mr->blob, (uint32_t)strlen(host));
+        mr->blob.insert(mr->blob.end(), host, host + strlen(host));
         for (auto &pl : mr->planes) {
             put_u32(mr->blob, (uint32_t)pl->device.size());
             mr->blob.insert(mr->blob.end(), pl->device.begin(), pl->device.end());
@@ -692,6 +697,13 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
                 "must be configured with the same planes", peer, nplanes, mr->planes.size());
         return DR_ERR_PEER_MISMATCH;
     }
+    uint32_t hl;
+    if (!get_u32(p, end, &hl) || (size_t)(end - p) < hl) {
+        set_err(err, errlen, "peer %u: truncated address", peer);
+        return DR_ERR_INVALID;
+    }
+    std::string host(reinterpret_cast<const char *>(p), hl);
+    p += hl;
     if (id != peer) {
         set_err(err, errlen, "address given for peer %u belongs to process %u", peer, id);
         return DR_ERR_INVALID;
@@ -726,6 +738,7 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
     pe->addrs.swap(addrs);
     pe->devices.swap(devices);
     pe->ips.swap(ips);
+    pe->host.swap(host);
     pe->known = true;
     pe->gone = false;
     return DR_OK;

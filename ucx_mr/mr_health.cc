@@ -45,8 +45,9 @@ void Mr::note_progress(Link *l, uint64_t now)
 
 void Mr::fail_peer(Peer *p)
 {
-    char head[128];
-    snprintf(head, sizeof(head), "peer %u: no plane left (", p->id);
+    char head[384];
+    snprintf(head, sizeof(head), "peer %u (%s): no plane left (", p->id,
+             p->host.empty() ? "?" : p->host.c_str());
     last_error = head + peer_state_text(p) + ")";
     log(p->gone ? DR_LOG_INFO : DR_LOG_WARN, "%s", last_error.c_str());
     for (Req *r : p->sends) {
@@ -96,8 +97,8 @@ void Mr::declare_down(Link *l, const std::string &why)
     ep_close(l, true);
     const int left = live_planes(p);
     log(p->gone ? DR_LOG_INFO : DR_LOG_WARN,
-        "peer %u plane %d (%s -> %s) down: %s; %d plane(s) left, retry in %.2f s",
-        p->id, l->plane, pl->device.c_str(),
+        "peer %u (%s) plane %d (%s -> %s) down: %s; %d plane(s) left, retry in %.2f s",
+        p->id, p->host.empty() ? "?" : p->host.c_str(), l->plane, pl->device.c_str(),
         p->devices.size() > (size_t)l->plane ? p->devices[l->plane].c_str() : "?", why.c_str(),
         left, (double)l->backoff / 1e6);
     if (left == 0) {
@@ -171,8 +172,9 @@ void Mr::readmit(Link *l)
     l->inflight = 0;
     l->reason.clear();
     ++planes[l->plane]->stats.readmissions;
-    log(DR_LOG_WARN, "peer %u plane %d (%s) re-admitted after %.2f s down", p->id, l->plane,
-        planes[l->plane]->device.c_str(), (double)(now - l->down_at) / 1e6);
+    log(DR_LOG_WARN, "peer %u (%s) plane %d (%s) re-admitted after %.2f s down", p->id,
+        p->host.empty() ? "?" : p->host.c_str(), l->plane, planes[l->plane]->device.c_str(),
+        (double)(now - l->down_at) / 1e6);
 }
 
 void Mr::handle_deferred()

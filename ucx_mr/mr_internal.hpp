@@ -173,6 +173,7 @@ struct Peer {
     std::vector<std::vector<uint8_t>> addrs;   /* per plane */
     std::vector<std::string> devices;          /* the peer's device per plane, for messages */
     std::vector<std::string> ips;              /* the peer's IPv4 address per plane, or "" */
+    std::string host;                          /* the peer's hostname, for messages */
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
