@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 
+#include "errbuf.hpp"
 #include "mr_internal.hpp"
 
 namespace dualrail {
@@ -278,18 +279,6 @@ std::string Mr::peer_state_text(const Peer *p) const
     return s;
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == nullptr || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data,
                           size_t length, const ucp_am_recv_param_t *param)
@@ -518,6 +507,7 @@ static void mr_teardown(Mr *mr)
 } // namespace dualrail
 
 using namespace dualrail::mr;
+using dualrail::set_err;
 
 extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
 {

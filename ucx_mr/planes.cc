@@ -3,6 +3,8 @@
  */
 #include "dualrail/planes.h"
 
+#include "errbuf.hpp"
+
 #include <net/if.h>
 #include <sys/stat.h>
 
@@ -13,16 +15,7 @@
 
 namespace {
 
-void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == nullptr || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+using dualrail::set_err;
 
 std::string trim(const std::string &s)
 {

@@ -1,5 +1,21 @@
 #include "dualrail/status.h"
 
+#include <cstdarg>
+#include <cstdio>
+
+#include "errbuf.hpp"
+
+void dualrail::set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == nullptr || errlen == 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 extern "C" const char *dr_status_str(dr_status_t status)
 {
     switch (status) {

@@ -9,6 +9,8 @@
  */
 #include "dualrail/topo.h"
 
+#include "errbuf.hpp"
+
 #include <hwloc.h>
 
 #include <arpa/inet.h>
@@ -33,17 +35,7 @@
 
 namespace {
 
-void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == nullptr || errlen == 0) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+using dualrail::set_err;
 
 std::string strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string strf(const char *fmt, ...)
