@@ -10,6 +10,7 @@ packages=(
   libhwloc-dev hwloc
   libcmocka-dev libboost-program-options-dev
   iproute2 iptables iputils-ping util-linux procps
+  gnuplot-nox python3
 )
 
 missing=()

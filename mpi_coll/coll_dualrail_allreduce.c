@@ -88,11 +88,11 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
     char err[512];
     dr_status_t st = dr_allreduce(cm->mr, &a, err, sizeof(err));
     if (st != DR_OK) {
-        /* Ranks may have stopped at different steps, and sends that cannot be cancelled may
-         * still be in flight: this communicator does not use dualrail again. */
-        m->active = false;
-        opal_output(cm->output, "coll/dualrail: rank %d: MPI_Allreduce on %s failed: %s; "
-                    "further collectives on it use the previous module",
+        /* The module stays active: only some ranks may see the error (the others already
+         * had all their data), and a rank that switched to the previous module alone would
+         * pair its next call with the others' dualrail call. Every rank keeps advancing the
+         * sequence number, so later calls succeed or fail on all ranks alike. */
+        opal_output(cm->output, "coll/dualrail: rank %d: MPI_Allreduce on %s failed: %s",
                     cm->world_rank, comm->c_name, err);
         return st == DR_ERR_NO_MEMORY ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_UNREACH;
     }

@@ -120,7 +120,8 @@ int main(int argc, char **argv)
         }
         if (wrong != 0) {
             printf("# failover_timeline: rank %d: WRONG RESULT in call %u: %zu elements wrong, "
-                   "first [%zu] = %d\n", rank, k, wrong, first, buf[first]);
+                   "first [%zu] = %d\n",
+                   rank, k, wrong, first, buf[first]);
             fflush(stdout);
         }
         int mine[2] = {wrong != 0, rank == 0 && epoch_now() - t0 >= seconds};

@@ -132,7 +132,7 @@ rows = calls(log)
 trans = []  # (time since t0, text)
 for line in open(log):
     stamp, _, text = line.partition(" ")
-    m = re.search(r"coll/dualrail (rank \d+: peer \d+ plane \d+ \(.*?\)) (down|re-admitted)", text)
+    m = re.search(r"coll/dualrail (rank \d+: peer \d+ (?:\([^)]*\) )?plane \d+ \(.*?\)) (down|re-admitted)", text)
     if m:
         trans.append((float(stamp) - t0, m.group(2), m.group(1)))
 
@@ -221,19 +221,29 @@ sys.stdout.write(text)
 
 # gnuplot script: bandwidth of each call drawn over its duration, fault window shaded.
 gp = out + ".gp"
+top = max(r[3] for r in rows) * 1.15
 with open(gp, "w") as f:
-    f.write('set terminal pngcairo size 1100,550 font "sans,10"\n' if True else "")
+    f.write('set terminal pngcairo size 1100,550 font "sans,10"\n')
     f.write('set output "%s.png"\n' % out)
-    f.write('set title "coll/dualrail allreduce %s B, 4 ranks, planes at %s: plane A of one node black-holed %.1f-%.1f s"\n' % (nbytes, rate, F, H))
-    f.write('set xlabel "time since loop start (s)"\nset ylabel "bus bandwidth (MB/s)"\n')
-    f.write('set grid\nset key bottom right\nset yrange [0:%f]\n' % (max(r[3] for r in rows) * 1.15))
-    f.write('set object 1 rect from %f, graph 0 to %f, graph 1 fc rgb "#ffdddd" fs solid 0.6 noborder behind\n' % (F, H))
-    f.write('set label 1 "plane A cut" at %f, graph 0.95\n' % (F + 0.2))
-    for i, t in enumerate(downs[:1] + ups[-1:]):
-        f.write('set arrow %d from %f, graph 0 to %f, graph 1 nohead dt 2 lc rgb "#888888"\n' % (i + 1, t, t))
-    f.write('plot "%s.tsv" using 1:3:($1):($1+$2) with xerrorbars pt 7 ps 0.5 lc rgb "#1f77b4" title "each call (bar: its duration)", \\\n' % out)
-    f.write('     %f with lines dt 2 lc rgb "#2ca02c" title "two-plane figure %.1f", \\\n' % (two, two))
-    f.write('     %f with lines dt 2 lc rgb "#ff7f0e" title "one-plane figure %.1f"\n' % (one, one))
+    f.write('set title "coll/dualrail allreduce %s B, 4 ranks, planes at %s: plane A of one node '
+            'black-holed %.1f-%.1f s"\n' % (nbytes, rate, F, H))
+    f.write('set xlabel "time since the loop start (s)"\nset ylabel "bus bandwidth (MB/s)"\n')
+    f.write('set grid\nset key bottom right\nset xrange [0:*]\nset yrange [0:%f]\n' % top)
+    f.write('set object 1 rect from %f, graph 0 to %f, graph 1 fc rgb "#ffdddd" fs solid 0.6 '
+            'noborder behind\n' % (F, H))
+    f.write('set label 1 "plane A cut" at %f, graph 0.96\n' % (F + 0.15))
+    marks = ([(first_down, "first down")] if first_down is not None else []) + \
+            ([(last_up, "re-admitted")] if last_up is not None else [])
+    for i, (t, what) in enumerate(marks):
+        f.write('set arrow %d from %f, graph 0 to %f, graph 1 nohead dt 2 lc rgb "#888888"\n'
+                % (i + 1, t, t))
+        f.write('set label %d "%s %.2f s" at %f, graph 0.90\n' % (i + 2, what, t, t + 0.15))
+    f.write('plot "%s.tsv" using ($1+$2/2):3:1:($1+$2) with xerrorbars pt 7 ps 0.5 '
+            'lc rgb "#1f77b4" title "each call (bar: its duration)", \\\n' % out)
+    f.write('     %f with lines dt 2 lc rgb "#2ca02c" title "two-plane figure %.1f MB/s", \\\n'
+            % (two, two))
+    f.write('     %f with lines dt 2 lc rgb "#ff7f0e" title "one-plane figure %.1f MB/s"\n'
+            % (one, one))
 print("plot script %s" % gp)
 sys.exit(0 if all(res) else 3)
 PY

@@ -18,7 +18,7 @@
  *
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
- *                 [--mem-trace S] [--timeline]
+ *                 [--mem-trace S] [--after-error N] [--timeline]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
  *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
@@ -34,6 +34,11 @@
  *   --mem-after S   sample VmRSS S seconds into the loop (default 1) and at
  *                   the end; rank 0 prints every rank's growth
  *   --mem-trace S   every rank prints its VmRSS every S seconds
+ *   --after-error N with --errors-return: when the loop stopped on an MPI error,
+ *                   every rank still makes N more validated allreduces (8 KiB),
+ *                   as an application that carries on would; coll/dualrail
+ *                   promises that they run (on the previous module) or fail,
+ *                   never hang. Each rank prints one line per call
  *   --timeline      rank 0 prints one line per iteration (epoch time, duration)
  *
  * Output (rank 0 unless noted), for the driver:
@@ -48,6 +53,7 @@
  * 2 bad arguments; 3 this rank's MPI_Allreduce returned an error;
  * 4 another rank's did (this one saw none).
  */
+#include <dirent.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +63,7 @@
 
 enum { EXIT_OK = 0, EXIT_WRONG = 1, EXIT_USAGE = 2, EXIT_MPI_ERROR = 3, EXIT_PEER_ERROR = 4 };
 enum { ST_OK = 0, ST_WRONG = 1, ST_MPI_ERROR = 3 };
-#define MAX_SIZES 8
+#define MAX_SIZES       8
 #define MAX_MEM_SAMPLES 2
 
 static int rank, nranks;
@@ -88,6 +94,21 @@ static void read_mem(long *rss_kb, long *hwm_kb)
     fclose(f);
 }
 
+/* Open file descriptors of this process (sockets included); -1 when unreadable. */
+static long count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) {
+        return -1;
+    }
+    long n = 0;
+    while (readdir(d) != NULL) {
+        ++n;
+    }
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
 static inline int val_a(size_t i, unsigned k)
 {
     return (int)((i * 7u + (size_t)k * 13u) % 1009u) - 504;
@@ -101,9 +122,10 @@ static inline int val_b(size_t i, unsigned k)
 static void usage(void)
 {
     if (rank == 0) {
-        fprintf(stderr, "usage: failover_loop [--size small|large | --bytes N[,N...]] "
-                        "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
-                        "[--timeline]\n");
+        fprintf(stderr,
+                "usage: failover_loop [--size small|large | --bytes N[,N...]] "
+                "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
+                "[--after-error N] [--timeline]\n");
     }
 }
 
@@ -134,6 +156,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES] = {8192, 32768};
     int nsizes = 2;
     double seconds = 10, mem_after = 1, mem_trace = 0;
+    int after_error = 0;
     long max_iters = 1000000;
     int errors_return = 0, timeline = 0;
     const char *size_name = "small";
@@ -169,6 +192,10 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--mem-trace") == 0 && v != NULL) {
             mem_trace = atof(v);
             bad = !(mem_trace > 0);
+            ++i;
+        } else if (strcmp(a, "--after-error") == 0 && v != NULL) {
+            after_error = atoi(v);
+            bad = after_error < 0 || after_error > 100;
             ++i;
         } else if (strcmp(a, "--errors-return") == 0) {
             errors_return = 1;
@@ -211,7 +238,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    long rss0 = 0, hwm0 = 0, rss1 = 0, hwm1 = 0;
+    long rss0 = 0, hwm0 = 0, rss1 = 0, hwm1 = 0, fds0 = 0, fds1 = 0;
     double rss0_at = -1, traced_at = 0;
     long iters = 0, per_size[MAX_SIZES] = {0};
     double slowest = 0, slowest_at = 0, total_call = 0;
@@ -273,9 +300,9 @@ int main(int argc, char **argv)
                 printf("failover_loop: rank %d: WRONG RESULT in MPI_Allreduce #%u (%zu bytes%s), "
                        "%.3f s into the loop: %zu of %zu elements wrong, first [%zu] = %d, "
                        "expected %d; send buffer elements changed: %zu\n",
-                       rank, k, count * sizeof(int), in_place ? ", in place" : "", c1 - t0,
-                       wrong, count, first, dst[first],
-                       nranks * val_a(first, k) + tri * val_b(first, k), src_changed);
+                       rank, k, count * sizeof(int), in_place ? ", in place" : "", c1 - t0, wrong,
+                       count, first, dst[first], nranks * val_a(first, k) + tri * val_b(first, k),
+                       src_changed);
                 fflush(stdout);
                 my_status = ST_WRONG;
             }
@@ -287,14 +314,15 @@ int main(int argc, char **argv)
         ++per_size[si];
         if (rss0_at < 0 && c1 - t0 >= mem_after) {
             read_mem(&rss0, &hwm0);
+            fds0 = count_fds();
             rss0_at = c1 - t0;
         }
         if (mem_trace > 0 && c1 - t0 >= traced_at + mem_trace) {
             long rss, hwm;
             read_mem(&rss, &hwm);
             traced_at = c1 - t0;
-            printf("failover_loop: rank %d: VmRSS %ld kB at %.1f s after %ld calls\n", rank, rss,
-                   traced_at, iters);
+            printf("failover_loop: rank %d: VmRSS %ld kB, %ld fds at %.1f s after %ld calls\n",
+                   rank, rss, count_fds(), traced_at, iters);
             fflush(stdout);
         }
         /* Verdicts and the stop decision through a stock collective (management network). */
@@ -308,26 +336,59 @@ int main(int argc, char **argv)
             break;
         }
     }
+    /* Carry on after an error: no stock collective in between, as a plain application. */
+    int after_wrong = 0;
+    for (int j = 0; errors_return && any_error && j < after_error; ++j) {
+        const size_t count = 2048;
+        const unsigned k = 0x40000u + (unsigned)j;
+        for (size_t i = 0; i < count; ++i) {
+            in[i] = val_a(i, k) + rank * val_b(i, k);
+        }
+        memset(out, 0xa5, count * sizeof(int));
+        const double c0 = epoch_now();
+        int rc = MPI_Allreduce(in, out, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        const double c1 = epoch_now();
+        size_t wrong = 0;
+        for (size_t i = 0; rc == MPI_SUCCESS && i < count; ++i) {
+            wrong += out[i] != nranks * val_a(i, k) + tri * val_b(i, k);
+        }
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        if (rc != MPI_SUCCESS) {
+            MPI_Error_string(rc, msg, &len);
+        }
+        printf("failover_loop: rank %d: after the error, MPI_Allreduce %d of %d: %s%s (%.3f s)\n",
+               rank, j + 1, after_error,
+               rc != MPI_SUCCESS ? "MPI error: " : (wrong ? "WRONG RESULT" : "exact"), msg,
+               c1 - c0);
+        fflush(stdout);
+        after_wrong |= rc == MPI_SUCCESS && wrong != 0;
+    }
     const double t1 = epoch_now();
     read_mem(&rss1, &hwm1);
+    fds1 = count_fds();
     if (rss0_at < 0) {
         rss0 = rss1;
+        fds0 = fds1;
         rss0_at = t1 - t0;
     }
 
     /* Memory and timing of every rank, gathered on rank 0 (stock collective). */
-    double mine[6] = {(double)rss0, (double)rss1, (double)hwm1, rss0_at, slowest, slowest_at};
-    double *all = malloc(sizeof(double) * 6 * (size_t)nranks);
-    MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    enum { NM = 8 };
+    double mine[NM] = {(double)rss0, (double)rss1, (double)hwm1, rss0_at,
+                       slowest,      slowest_at,   (double)fds0, (double)fds1};
+    double *all = malloc(sizeof(double) * NM * (size_t)nranks);
+    MPI_Gather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         long worst = 0;
         int worst_rank = 0;
         for (int r = 0; r < nranks; ++r) {
-            const double *m = all + 6 * r;
+            const double *m = all + NM * r;
             long growth = (long)(m[1] - m[0]);
             printf("failover_loop: memory rank %d: VmRSS %.0f kB at %.1f s, %.0f kB at the end: "
-                   "growth %ld kB; VmHWM %.0f kB; slowest allreduce %.3f s at %.1f s\n",
-                   r, m[0], m[3], m[1], growth, m[2], m[4], m[5]);
+                   "growth %ld kB; VmHWM %.0f kB; open fds %.0f -> %.0f; slowest allreduce "
+                   "%.3f s at %.1f s\n",
+                   r, m[0], m[3], m[1], growth, m[2], m[6], m[7], m[4], m[5]);
             if (r == 0 || growth > worst) {
                 worst = growth;
                 worst_rank = r;
@@ -349,7 +410,7 @@ int main(int argc, char **argv)
     free(out);
 
     int code = EXIT_OK;
-    if (any_wrong) {
+    if (any_wrong || after_wrong) {
         code = EXIT_WRONG;
     } else if (my_status == ST_MPI_ERROR) {
         code = EXIT_MPI_ERROR;

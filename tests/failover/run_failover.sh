@@ -12,21 +12,27 @@
 #       Checks: job exits 0, every result exact, dualrail ran every call, the
 #       plane was declared down (within --detect-max s of the fault) only on
 #       links that touch a faulted node and only on that plane, every downed
-#       link re-admitted after the heal, no allreduce slower than --slow-max.
+#       link re-admitted after the heal, no allreduce slower than --slow-max,
+#       and the per-plane counters (coll_dualrail_stats) agree with the
+#       warning lines (failovers = downs, readmits = re-admissions per rank).
 #   run_failover.sh BINARY flap SIZE NODE [options]
 #       NODE's plane flaps (--flap-down/--flap-up seconds, --flap-count cycles)
 #       from --fault-at. Checks: exit 0, every result exact, no rank's VmRSS
-#       grows by more than --mem-max-kb between --mem-after and the end, every
-#       downed link re-admitted by the end.
+#       grows by more than --mem-max-kb (default 4 MiB small, 96 MiB large)
+#       between --mem-after and the end, every downed link re-admitted by the
+#       end, no allreduce slower than --slow-max, counters agree with lines.
 #   run_failover.sh BINARY cut KIND NODE [options]
 #       both planes of NODE cut at --fault-at and left cut; MPI_ERRORS_RETURN
 #       (--fatal: the default handler) and coll_dualrail_peer_timeout
 #       --peer-timeout. Checks: no hang (the job ends within --end-max s of
 #       the fault), the first MPI error within --error-max s of the fault,
-#       NODE's rank and at least one other get an MPI error and exit 3, every
-#       other rank exits 3 or 4, the failure message names the lost peer and
-#       both planes. With --fatal: the job aborts (non-zero exit, no hang)
-#       with that message.
+#       every rank returns; those with an MPI error exit 3, the others 4 (MPI
+#       does not promise that every rank sees the error: one whose part was
+#       complete before the cut may succeed); a failure message names the
+#       cut node and both planes. --continue N: after the error every rank
+#       makes N more allreduces (an application that carries on): each must
+#       return, exact or with an error, never hang. With --fatal: the job
+#       aborts (non-zero exit, no hang) with that message.
 #   run_failover.sh BINARY slow [options]
 #       a lab of its own (prefix $DR_FAILOVER_SLOW_PREFIX, default drtest2)
 #       with plane A at --rate-a, plane B at --rate-b; large allreduces.
@@ -34,15 +40,20 @@
 #
 # Options: --plane a|b (fault, flap; default a), --seconds S (loop length),
 #   --fault-at S, --heal-at S, --np N (default: the lab's node count),
-#   --mca NAME VALUE (passed on; repeatable), --verbose N (coll_dualrail_verbose,
-#   default 1; 3 adds ucx_mr's debug lines), --keep-log FILE.
+#   --mca NAME VALUE (passed on; repeatable), --env NAME=VALUE (mpirun -x),
+#   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
+#   lines), --keep-log FILE (the stamped log), and the bounds named above.
+# Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
+#   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
+#   first error within 8 s, job over within 30 s of the cut; slow: 50mbit /
+#   500mbit, 10 s loop.
 # Environment: DUALRAIL_LAB_PREFIX (the lab to run on; the ctest fixture's is
 #   drtest), DUALRAIL_BUILD_DIR.
 # Exit status 0 when every check passes; the last line says PASS or FAIL.
 set -uo pipefail
 export LC_ALL=C
 
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 bin=$1 mode=$2
 shift 2
@@ -50,7 +61,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 lab=$root/contrib/lab.sh
 [ -x "$bin" ] || { echo "run_failover.sh: $bin is not an executable" >&2; exit 2; }
 
-kind= size= nodes= plane=a
+kind='' size='' nodes='' plane=a
 case $mode in
   fault) [ $# -ge 3 ] || usage; kind=$1 size=$2 nodes=$3; shift 3 ;;
   flap) [ $# -ge 2 ] || usage; size=$1 nodes=$2; shift 2 ;;
@@ -60,9 +71,9 @@ case $mode in
 esac
 
 # Defaults per mode: loop length, schedule, bounds.
-seconds=12 fault_at=3 heal_at=7 detect_max=3 slow_max=3
-flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=16384
-peer_timeout=3 error_max=8 end_max=30 fatal=0 np= verbose=1
+seconds=12 fault_at=3 heal_at=6.5 detect_max=3 slow_max=3
+flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=
+peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0
 rate_a=50mbit rate_b=500mbit keep_log=
 mca=()
 case $mode in
@@ -87,16 +98,27 @@ while [ $# -gt 0 ]; do
     --error-max) error_max=${2:?}; shift ;;
     --end-max) end_max=${2:?}; shift ;;
     --fatal) fatal=1 ;;
+    --continue) after=${2:?}; shift ;;
     --rate-a) rate_a=${2:?}; shift ;;
     --rate-b) rate_b=${2:?}; shift ;;
     --np) np=${2:?}; shift ;;
     --verbose) verbose=${2:?}; shift ;;
     --mca) mca+=(--mca "${2:?}" "${3:?}"); shift 2 ;;
+    --env) mca+=(-x "${2:?}"); shift ;;
     --keep-log) keep_log=${2:?}; shift ;;
     *) echo "run_failover.sh: unknown option $1" >&2; usage ;;
   esac
   shift
 done
+# Memory bound of the flap check (VmRSS growth from --mem-after to the end, any rank):
+# small: no buffer on that path exceeds 32 KiB and a rank's steady RSS is ~22 MB; 4 MiB
+# catches a leak of 2 KiB per call or 256 KiB per failover over the run's ~2000 calls and
+# ~14 failovers (measured: under 300 kB). large: UCX's eager buffers and pools keep filling
+# for the first ~15 s even without faults (measured: up to 20 MB without, 30-66 MB with
+# flapping); 96 MiB is a sanity bound against runaway growth only.
+if [ -z "$mem_max_kb" ]; then
+  if [ "$size" = large ]; then mem_max_kb=98304; else mem_max_kb=4096; fi
+fi
 case $plane in a|b) ;; *) echo "run_failover.sh: --plane a or b" >&2; exit 2 ;; esac
 plane_idx=0; [ "$plane" = b ] && plane_idx=1
 IFS=, read -r -a fnodes <<<"$nodes"
@@ -134,10 +156,11 @@ if [ "$mode" != slow ]; then
 fi
 
 args=(--size "$size" --seconds "$seconds" --mem-after "$mem_after")
-mca+=(--mca coll_dualrail_priority 100 --mca coll_dualrail_verbose "$verbose")
+mca+=(--mca coll_dualrail_priority 100 --mca coll_dualrail_verbose "$verbose" --mca coll_dualrail_stats 1)
 if [ "$mode" = cut ]; then
   mca+=(--mca coll_dualrail_peer_timeout "$peer_timeout")
   [ "$fatal" -eq 1 ] || args+=(--errors-return)
+  [ "$after" -eq 0 ] || args+=(--after-error "$after")
 fi
 # Whatever happens, the job cannot outlive the loop by more than this.
 limit=$(awk -v s="$seconds" 'BEGIN { printf "%d", s + 90 }')
@@ -164,7 +187,7 @@ sleep_until() { # epoch
   d=$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; if (d < 0) d = 0; printf "%.3f", d }')
   sleep "$d"
 }
-fault_t= heal_t=
+fault_t='' heal_t=''
 if [ -n "$t0" ]; then
   sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
   fault_t=$EPOCHREALTIME
@@ -212,12 +235,31 @@ if grep -q "WRONG RESULT" "$log"; then fail "wrong results: $(grep -m1 'WRONG RE
 
 # Plane transitions: "coll/dualrail rank R: peer P plane I (...) down: ..." / "... re-admitted ..."
 trans=$work/trans
-sed -n 's/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\) plane \([0-9]*\) (.*) down: .*/\1 down \2 \3 \4/p;
-        s/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\) plane \([0-9]*\) (.*) re-admitted after .*/\1 up \2 \3 \4/p' \
+# (newer builds name the peer's host after its number: "peer 1 (node1) plane 0")
+sed -n 's/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\)\( ([^)]*)\)\{0,1\} plane \([0-9]*\) (.*) down: .*/\1 down \2 \3 \5/p;
+        s/^\([0-9.]*\) .*coll\/dualrail rank \([0-9]*\): peer \([0-9]*\)\( ([^)]*)\)\{0,1\} plane \([0-9]*\) (.*) re-admitted after .*/\1 up \2 \3 \5/p' \
   "$log" >"$trans"
 ndown=$(awk '$2 == "down"' "$trans" | wc -l)
 nup=$(awk '$2 == "up"' "$trans" | wc -l)
 echo "run_failover.sh: $ndown (rank, peer, plane) down transition(s), $nup re-admission(s)"
+
+# The counters (coll_dualrail_stats: each rank's table at finalize) must tell the same story
+# as the warning lines: per rank and plane, failovers = downs and readmits = re-admissions.
+stats=$work/stats
+awk '/coll\/dualrail rank [0-9]+: plane statistics/ { sub(/.*coll\/dualrail rank /, ""); r = $1 + 0; inst = 1; next }
+     inst && $2 ~ /^[0-9]+$/ && $3 ~ /^[A-Za-z]/ && NF >= 9 { print r, $2, $3, $7, $8, $9; next }
+     inst && $2 != "plane" { inst = 0 }' "$log" >"$stats"
+if [ -s "$stats" ]; then
+  mism=$(awk 'NR == FNR { if ($2 == "down") d[$3 " " $5]++; else u[$3 " " $5]++; next }
+              { k = $1 " " $2
+                if ($4 != d[k] + 0 || $6 != u[k] + 0)
+                  printf "rank %s plane %s: counters %s failovers %s readmits, lines %d down %d re-admitted; ", $1, $2, $4, $6, d[k], u[k] }' "$trans" "$stats")
+  [ -z "$mism" ] || fail "counters and warning lines disagree: $mism"
+  fo=$(awk -v pi="$plane_idx" '$2 == pi { f += $4; u += $6; r += $5 } END { printf "%d failover(s), %d re-admission(s), %d segment(s) re-routed", f, u, r }' "$stats")
+  echo "run_failover.sh: counters on the faulted plane over all ranks: $fo"
+else
+  echo "run_failover.sh: note: no plane statistics in the output (coll_dualrail_stats unsupported?)"
+fi
 
 # Every downed link re-admitted after its last down (and, with HEAL given, not before it).
 check_readmitted() { # [heal epoch]
@@ -286,6 +328,9 @@ case $mode in
     fi
     if [ "$mode" = flap ]; then
       growth=$(sed -n 's/.*failover_loop: max VmRSS growth \(-\{0,1\}[0-9]*\) kB (rank \([0-9]*\)).*/\1 \2/p' "$log" | tail -1)
+      fds=$(sed -n 's/.*failover_loop: memory rank \([0-9]*\):.*open fds \([0-9-]*\) -> \([0-9-]*\);.*/\1 \2 \3/p' "$log" |
+        awk '{ d = $3 - $2; if (NR == 1 || d > m) { m = d; r = $1 } } END { if (NR) printf "%d (rank %d)", m, r }')
+      [ -z "$fds" ] || echo "run_failover.sh: largest growth of open file descriptors: $fds"
       if [ -z "$growth" ]; then
         fail "no memory report"
       elif [ "${growth% *}" -le "$mem_max_kb" ]; then
@@ -321,29 +366,41 @@ case $mode in
         awk -v d="$d" -v m="$error_max" 'BEGIN { exit !(d <= m) }' && ok "first MPI error $d s after the cut" ||
           fail "first MPI error $d s after the cut (bound $error_max s)"
       fi
-      for n in "${fnodes[@]}"; do
-        grep -q "failover_loop: rank $n: MPI error" "$log" || fail "rank $n (the cut node) got no MPI error"
-        grep -q "failover_loop: rank $n exits 3" "$log" || fail "rank $n did not exit 3"
-      done
+      # MPI does not promise that every rank sees the error: a rank whose part of the
+      # collective was complete before the cut (its data in, only acknowledgements lost)
+      # may return success. Every rank must return, and those that got an error exit 3.
       n3=$(grep -c "failover_loop: rank [0-9]* exits 3" "$log" || true)
       n4=$(grep -c "failover_loop: rank [0-9]* exits 4" "$log" || true)
-      [ "$n3" -ge 2 ] || fail "only $n3 rank(s) exited 3 (MPI error): the cut node's peers must see it too"
+      [ "$n3" -ge 1 ] || fail "no rank exited 3 (MPI error)"
       [ $((n3 + n4)) -eq "$np" ] || fail "$((n3 + n4)) of $np ranks exited 3 or 4"
       ne=$(grep -c "failover_loop: rank [0-9]*: MPI error" "$log" || true)
       [ "$ne" -eq "$n3" ] || fail "$ne ranks reported an MPI error but $n3 exited 3"
       [ "$rc" != 0 ] || fail "mpirun exited 0 although ranks exited 3"
       ok "$n3 rank(s) got an MPI error and exited 3, $n4 exited 4; mpirun exited $rc"
+      for n in "${fnodes[@]}"; do
+        grep -q "failover_loop: rank $n: MPI error" "$log" ||
+          echo "run_failover.sh: note: rank $n (the cut node) returned from the failed collective without an error"
+      done
+      if [ "$after" -gt 0 ]; then
+        # Carrying on after the error: every rank returns from every further call.
+        na=$(grep -c "failover_loop: rank [0-9]*: after the error, MPI_Allreduce $after of $after:" "$log" || true)
+        [ "$na" -eq "$np" ] || fail "carrying on after the error: $na of $np ranks returned from all $after further MPI_Allreduce calls (a hang?)"
+        if grep -q "after the error, MPI_Allreduce .*WRONG RESULT" "$log"; then
+          fail "carrying on after the error: a wrong result"
+        fi
+        [ "$na" -ne "$np" ] || ok "carrying on after the error: every rank returned from $after more calls ($(grep -c "after the error, MPI_Allreduce .*: exact" "$log" || true) exact results, $(grep -c "after the error, MPI_Allreduce .*: MPI error" "$log" || true) errors)"
+      fi
     fi
-    # The failure message, at a peer of the cut node, names that node's rank and both planes.
+    # The failure message names the cut node and both planes: at a peer of the cut node
+    # ("peer rank N ... no plane left (plane 0 (ethA): down ...; plane 1 (ethB): down ...)")
+    # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
-    if grep -E "coll/dualrail: rank [0-9]+: MPI_Allreduce on MPI_COMM_WORLD failed: .*peer rank $n .*plane 0 \(ethA\): down.*plane 1 \(ethB\): down" "$log" |
-         grep -vq "coll/dualrail: rank $n:"; then
-      ok "a peer's failure message names rank $n and both planes"
+    pat="MPI_Allreduce on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
+    if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
+      ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else
-      fail "no failure message at a peer naming rank $n and planes ethA and ethB down"
+      fail "no failure message naming rank $n and planes ethA and ethB down"
     fi
-    grep -Eq "coll/dualrail: rank $n: MPI_Allreduce on MPI_COMM_WORLD failed: .*ethA.*ethB" "$log" ||
-      fail "rank $n's failure message does not name its planes"
     ;;
 esac
 
