@@ -80,45 +80,39 @@ uint64_t Engine::key(uint32_t step, uint32_t block, uint32_t seg) const
     return k;
 }
 
-dr_status_t Engine::isend(size_t slot, int peer, uint32_t step, uint64_t key, const void *buf,
-                          size_t len)
+/* Both directions are posted alike; only the transport call and the label differ. */
+dr_status_t Engine::post(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len,
+                         bool send)
 {
     if (len == 0) {
         return DR_OK;
     }
     Op &op = ops_[slot];
     assert(op.req == nullptr);
-    dr_status_t st = t_.isend(peer, key, buf, len, &op.req);
+    dr_status_t st = send ? t_.isend(peer, key, buf, len, &op.req)
+                          : t_.irecv(peer, key, buf, len, &op.req);
     if (st != DR_OK) {
         op.req = nullptr;
-        return transport_error(st, peer, step, "send to");
+        return transport_error(st, peer, step, send ? "send to" : "receive from");
     }
     op.buf = buf;
     op.peer = peer;
     op.step = step;
     op.len = len;
-    op.send = true;
+    op.send = send;
     return DR_OK;
+}
+
+dr_status_t Engine::isend(size_t slot, int peer, uint32_t step, uint64_t key, const void *buf,
+                          size_t len)
+{
+    /* The transport only reads a send buffer. */
+    return post(slot, peer, step, key, const_cast<void *>(buf), len, true);
 }
 
 dr_status_t Engine::irecv(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len)
 {
-    if (len == 0) {
-        return DR_OK;
-    }
-    Op &op = ops_[slot];
-    assert(op.req == nullptr);
-    dr_status_t st = t_.irecv(peer, key, buf, len, &op.req);
-    if (st != DR_OK) {
-        op.req = nullptr;
-        return transport_error(st, peer, step, "receive from");
-    }
-    op.buf = buf;
-    op.peer = peer;
-    op.step = step;
-    op.len = len;
-    op.send = false;
-    return DR_OK;
+    return post(slot, peer, step, key, buf, len, false);
 }
 
 dr_status_t Engine::test(size_t slot)

@@ -90,6 +90,8 @@ class Engine {
     bool scratch_busy() const { return scratch_busy_; }
 
   private:
+    dr_status_t post(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len,
+                     bool send);
     struct Op {
         Transport::Req req = nullptr;
         const void *buf = nullptr;
