@@ -214,6 +214,20 @@ void Mr::ep_close(Link *l, bool sever)
     }
 }
 
+/* Free the endpoint close requests that have finished. */
+void Mr::reap_closing()
+{
+    for (size_t i = 0; i < closing.size();) {
+        if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
+            ucp_request_free(closing[i]);
+            closing[i] = closing.back();
+            closing.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
 Op *Mr::op_get()
 {
     if (free_ops.empty()) {
@@ -462,15 +476,7 @@ static void mr_teardown(Mr *mr)
                 ucp_worker_progress(pl->worker);
             }
         }
-        for (size_t i = 0; i < mr->closing.size();) {
-            if (ucp_request_check_status(mr->closing[i]) != UCS_INPROGRESS) {
-                ucp_request_free(mr->closing[i]);
-                mr->closing[i] = mr->closing.back();
-                mr->closing.pop_back();
-            } else {
-                ++i;
-            }
-        }
+        mr->reap_closing();
     }
     for (auto &p : mr->peers) {
         if (!p) {

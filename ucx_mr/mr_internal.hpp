@@ -227,6 +227,7 @@ struct Mr {
     Link *link_get(uint32_t peer, int plane);
     dr_status_t ep_ensure(Link *l);
     void ep_close(Link *l, bool sever = false);
+    void reap_closing();
     int sever_sockets(Link *l);
     Op *op_get();
     void op_put(Op *op);

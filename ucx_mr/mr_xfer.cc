@@ -556,15 +556,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
             ++events;
         }
     }
-    for (size_t i = 0; i < mr->closing.size();) {
-        if (ucp_request_check_status(mr->closing[i]) != UCS_INPROGRESS) {
-            ucp_request_free(mr->closing[i]);
-            mr->closing[i] = mr->closing.back();
-            mr->closing.pop_back();
-        } else {
-            ++i;
-        }
-    }
+    mr->reap_closing();
     mr->handle_deferred();
     mr->ctrl_flush();
     const uint64_t now = now_us();
