@@ -46,6 +46,28 @@ static void idle(void *arg)
     }
 }
 
+/*
+ * The MPI error class an application sees. A lost peer or a stalled collective is
+ * MPI_ERR_OTHER (MPI 3.1 has no class for a failed process; Open MPI's own
+ * OMPI_ERR_UNREACH would surface as MPI_ERR_INTERN, which reads as a bug in MPI).
+ */
+static int mpi_error(dr_status_t st)
+{
+    switch (st) {
+    case DR_ERR_PEER_UNREACHABLE:
+    case DR_ERR_TIMEOUT:
+        return MPI_ERR_OTHER;
+    case DR_ERR_NO_MEMORY:
+        return MPI_ERR_NO_MEM;
+    case DR_ERR_TRUNCATED:
+        return MPI_ERR_TRUNCATE;
+    case DR_ERR_INVALID:
+        return MPI_ERR_ARG;
+    default:
+        return MPI_ERR_INTERN;
+    }
+}
+
 int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm,
@@ -94,7 +116,7 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
          * sequence number, so later calls succeed or fail on all ranks alike. */
         opal_output(cm->output, "coll/dualrail: rank %d: MPI_Allreduce on %s failed: %s",
                     cm->world_rank, comm->c_name, err);
-        return st == DR_ERR_NO_MEMORY ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_ERR_UNREACH;
+        return mpi_error(st);
     }
     return OMPI_SUCCESS;
 

@@ -310,12 +310,46 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
     return ret;
 }
 
+/*
+ * One wire segment = one UCX operation that UCX finishes with at once. Two UCX 1.13
+ * behaviours make anything else unsafe when a plane fails under large messages:
+ *  - a message larger than the TCP transport's segment travels as several fragments,
+ *    and the receiver drops the later ones when the endpoint they name is gone: the
+ *    segment is lost without an error (a collective stalled until TCP gave up);
+ *  - a zero-copy send still owned by the transport when its endpoint fails is completed
+ *    twice (the assertion `comp->count > 0` in uct_iface.h aborts the process).
+ * So every segment is sent by copy (ZCOPY_THRESH=inf, set per context in plane_open) and
+ * the TCP transport's send and receive segments hold a whole wire segment plus headers.
+ * Flapping a plane under 4 MiB allreduces hit one or the other in about 3 runs of 10.
+ * The segment sizes are transport settings that UCX 1.13 reads from the environment
+ * only; a value the user set wins (and is reported at info level when too small).
+ */
+static void tcp_segment_env(Mr *mr, const Plane *pl)
+{
+    static bool ours[2] = {false, false}; /* set by us, not the user: may be raised */
+    const char *const vars[2] = {"UCX_TCP_TX_SEG_SIZE", "UCX_TCP_RX_SEG_SIZE"};
+    const uint64_t need = std::max<uint64_t>(mr->cfg.segment_size + kTcpSegSlack, 64 * 1024);
+    for (int i = 0; i < 2; ++i) {
+        const char *var = vars[i];
+        const char *have = getenv(var);
+        if (have == nullptr || (ours[i] && strtoull(have, nullptr, 10) < need)) {
+            setenv(var, std::to_string(need).c_str(), 1);
+            ours[i] = true;
+        } else if (!ours[i]) {
+            mr->log(DR_LOG_INFO, "plane %d: %s=%s set by the user (a wire segment of %llu B "
+                    "travels as one fragment with %llu)", pl->index, var, have,
+                    (unsigned long long)mr->cfg.segment_size, (unsigned long long)need);
+        }
+    }
+}
+
 static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
 {
     /* A blocking connect() to a black-holed plane would stall the whole process for
      * minutes. UCX 1.13 takes this transport setting from the environment only; a
      * value the user set wins. */
     setenv("UCX_TCP_CONN_NB", "y", 0);
+    tcp_segment_env(mr, pl);
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
     if (st != UCS_OK) {
@@ -327,6 +361,8 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     } settings[] = {
         {"NET_DEVICES", pl->device.c_str()},
         {"TLS", mr->transports.c_str()},
+        /* Copy-send only (see tcp_segment_env); a UCX_ZCOPY_THRESH the user set wins. */
+        {"ZCOPY_THRESH", getenv("UCX_ZCOPY_THRESH") != nullptr ? getenv("UCX_ZCOPY_THRESH") : "inf"},
     };
     for (auto &s : settings) {
         st = ucp_config_modify(config, s.key, s.value);

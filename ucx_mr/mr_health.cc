@@ -26,6 +26,9 @@
 namespace dualrail {
 namespace mr {
 
+/* A busy peer with no message finished for this long gets its state logged (info). */
+constexpr uint64_t kStallDumpUs = 2000000;
+
 void Mr::note_progress(Link *l, uint64_t now)
 {
     if (l->state != DR_LINK_UP) {
@@ -41,6 +44,19 @@ void Mr::note_progress(Link *l, uint64_t now)
             o->other_alive = now;
         }
     }
+}
+
+/*
+ * Two sides that lost a link at the same moment would probe it at the same moment too,
+ * each creating a fresh UCX endpoint to the other; UCX 1.13 pairs or refuses such
+ * crossing connections unreliably, and both probes can go unanswered on a healthy plane
+ * (then 2 s more down). The side with the higher process id waits half a backoff longer,
+ * and a side that is probed while down probes back at once (answering already made its
+ * endpoint, on the connection the peer opened).
+ */
+uint64_t Mr::probe_delay(const Link *l) const
+{
+    return self > l->peer ? l->backoff + l->backoff / 2 : l->backoff;
 }
 
 void Mr::fail_peer(Peer *p)
@@ -90,7 +106,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     } else {
         l->backoff = readmit_min_us;
     }
-    l->next_probe = now + l->backoff;
+    l->next_probe = now + probe_delay(l);
     l->ping_out = l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
@@ -203,6 +219,36 @@ void Mr::handle_deferred()
     }
 }
 
+void Mr::dump_peer(const Peer *p, uint64_t now)
+{
+    log(DR_LOG_INFO, "peer %u (%s): no message finished for %.2f s; %zu send(s), %zu receive(s), "
+        "%zu early segment(s) pending", p->id, p->host.empty() ? "?" : p->host.c_str(),
+        (double)(now - std::max(p->last_done, p->busy_since)) / 1e6, p->sends.size(),
+        p->recvs.size(), p->unexpected.size());
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        log(DR_LOG_INFO, "  plane %zu: %s gen %u, ep %s, %u in flight, %zu queued, progress %.2f s "
+            "ago, ping %s", i, l->state == DR_LINK_UP ? "up" : "down", l->gen,
+            l->ep == nullptr ? "none" : l->ep_failed ? "failed" : "open", l->inflight,
+            l->queue.size(), (double)(now - l->last_progress) / 1e6, l->ping_out ? "out" : "-");
+    }
+    for (const Req *r : p->sends) {
+        uint32_t on[DR_MAX_PLANES] = {};
+        for (const Seg &s : r->segs) {
+            ++on[s.plane];
+        }
+        log(DR_LOG_INFO, "  send key %#llx msg %u: %llu B, %zu segment(s) (plane 0: %u, plane 1: "
+            "%u), %u op(s) in UCX, %s, %s", (unsigned long long)r->key, r->msg_id,
+            (unsigned long long)r->len, r->segs.size(), on[0], on[1], r->ops,
+            r->acked ? "acked" : "not acked", dr_status_str(r->status));
+    }
+    for (const Req *r : p->recvs) {
+        log(DR_LOG_INFO, "  receive key %#llx: %s msg %u, %llu of %llu B in %zu range(s)",
+            (unsigned long long)r->key, r->bound ? "bound to" : "unbound", r->msg_id,
+            (unsigned long long)r->received, (unsigned long long)r->total, r->got.size());
+    }
+}
+
 void Mr::watchdog(uint64_t now)
 {
     for (size_t pi = 0; pi < peers.size(); ++pi) {
@@ -223,13 +269,13 @@ void Mr::watchdog(uint64_t now)
                         l->probe_sent = now;
                     } else {
                         ep_close(l);
-                        l->next_probe = now + l->backoff;
+                        l->next_probe = now + probe_delay(l);
                     }
                 } else if (l->probe_out && now - l->probe_sent > std::max(stall_us, (uint64_t)1000000)) {
                     ep_close(l);
                     l->probe_out = false;
                     l->backoff = std::min(l->backoff * 2, readmit_max_us);
-                    l->next_probe = now + l->backoff;
+                    l->next_probe = now + probe_delay(l);
                     log(DR_LOG_INFO, "peer %u plane %d (%s): probe unanswered, next in %.2f s",
                         p->id, (int)i, planes[i]->device.c_str(), (double)l->backoff / 1e6);
                 }
@@ -265,6 +311,12 @@ void Mr::watchdog(uint64_t now)
                          (double)(now - std::max(l->last_progress, p->busy_since)) / 1e6);
                 declare_down(l, why);
             }
+        }
+        /* A peer busy for long with no message finishing either way: say what is pending,
+         * once per stall, so that a hang can be told from a slow link in the logs. */
+        if (!p->dumped && now - std::max(p->last_done, p->busy_since) > kStallDumpUs) {
+            p->dumped = true;
+            dump_peer(p, now);
         }
         if (up != 0 && silent == up) {
             char why[128];

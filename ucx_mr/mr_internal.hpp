@@ -30,6 +30,8 @@ constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
 constexpr uint16_t kWireVersion = 1;
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
+/* UCX_TCP_{TX,RX}_SEG_SIZE = wire segment + this: room for UCX's and our headers. */
+constexpr uint64_t kTcpSegSlack = 4096;
 
 enum MsgType : uint8_t { kData = 1, kAck = 2, kPing = 3, kPong = 4, kDown = 5, kBye = 6 };
 
@@ -178,6 +180,8 @@ struct Peer {
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
     uint64_t busy_since = 0;
+    uint64_t last_done = 0;  /* a send acknowledged or a receive completed */
+    bool dumped = false;     /* state dump written for the current stall */
     std::vector<Req *> sends;
     std::vector<Req *> recvs;
     std::vector<Unexpected> unexpected;
@@ -256,8 +260,10 @@ struct Mr {
     void note_progress(Link *l, uint64_t now);
     void declare_down(Link *l, const std::string &why);
     void readmit(Link *l);
+    uint64_t probe_delay(const Link *l) const;
     void fail_peer(Peer *p);
     void watchdog(uint64_t now);
+    void dump_peer(const Peer *p, uint64_t now);
     void handle_deferred();
 };
 

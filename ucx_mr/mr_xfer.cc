@@ -298,6 +298,8 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     r->last_plane = plane;
     if (r->received == r->total) {
         r->complete = true;
+        p->last_done = now_us();
+        p->dumped = false;
         done_add(p, r->key, r->msg_id);
         ctrl_post(p->links[plane].get(), kAck, r->key, r->msg_id, 0, 0);
     }
@@ -336,7 +338,12 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     Peer *p = peer_get(h.src, true);
     Link *l = p->links[pl->index].get();
     const uint64_t now = now_us();
-    note_progress(l, now);
+    /* Anything arriving shows the peer's direction works, except a ping: that is the peer
+     * asking the same question. Counting it let two sides that both pinged a link whose
+     * data went nowhere keep answering each other's doubt and never declare it down. */
+    if (h.type != kPing) {
+        note_progress(l, now);
+    }
     switch (h.type) {
     case kData: {
         pl->stats.rx_bytes += len;
@@ -391,12 +398,17 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         for (Req *r : p->sends) {
             if (r->msg_id == h.msg_id && r->key == h.key) {
                 r->acked = true;
+                p->last_done = now;
+                p->dumped = false;
                 break;
             }
         }
         return;
     case kPing:
         ctrl_post(l, kPong, 0, 0, h.aux, h.total);
+        if (h.total == 1 && l->state == DR_LINK_DOWN && !l->probe_out) {
+            l->next_probe = now; /* probed while down: probe back (mr_health.cc, probe_delay) */
+        }
         return;
     case kPong:
         if (l->state == DR_LINK_DOWN && h.total == 1 && l->probe_out && h.aux == l->probe_id) {

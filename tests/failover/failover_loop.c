@@ -119,6 +119,18 @@ static inline int val_b(size_t i, unsigned k)
     return (int)((i + (size_t)k * 5u) % 17u) + 1;
 }
 
+/* The classes a failed collective may return, by name (run_failover.sh checks it). */
+static const char *class_name(int cls)
+{
+    switch (cls) {
+    case MPI_ERR_OTHER: return "MPI_ERR_OTHER";
+    case MPI_ERR_INTERN: return "MPI_ERR_INTERN";
+    case MPI_ERR_NO_MEM: return "MPI_ERR_NO_MEM";
+    case MPI_ERR_TRUNCATE: return "MPI_ERR_TRUNCATE";
+    default: return "another class";
+    }
+}
+
 static void usage(void)
 {
     if (rank == 0) {
@@ -277,9 +289,10 @@ int main(int argc, char **argv)
             MPI_Error_class(rc, &cls);
             MPI_Error_string(rc, msg, &len);
             printf("failover_loop: rank %d: MPI error in MPI_Allreduce #%u (%zu bytes) after "
-                   "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d, "
+                   "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d (%s), "
                    "code %d: %s\n",
-                   rank, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, rc, msg);
+                   rank, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
+                   msg);
             fflush(stdout);
             my_status = ST_MPI_ERROR;
         } else {

@@ -346,6 +346,38 @@ static void test_create_errors(void **state)
     assert_non_null(strstr(err, "probe_interval"));
 }
 
+/*
+ * UCX 1.13 loses or double-completes a wire segment that travels as several TCP
+ * fragments when its endpoint fails (mr_core.cc, tcp_segment_env): ucx_mr sizes the
+ * TCP transport's segments to hold a whole wire segment, raising them for a context
+ * with larger segments, and leaves a value the user set alone. Run twice by ctest:
+ * plainly, and with the user's UCX_TCP_TX_SEG_SIZE (DR_TEST_USER_TX_SEG names it).
+ */
+static void test_tcp_segment_env(void **state)
+{
+    (void)state;
+    const char *user_tx = getenv("DR_TEST_USER_TX_SEG");
+    const unsigned long long seg = 1024 * 1024;
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.transports = "tcp";
+    cfg.segment_size = seg;
+    dr_mr_t *mr = NULL;
+    char err[256];
+    assert_int_equal(dr_mr_create(&cfg, 2, &mr, err, sizeof(err)), DR_OK);
+    const char *tx = getenv("UCX_TCP_TX_SEG_SIZE"), *rx = getenv("UCX_TCP_RX_SEG_SIZE");
+    assert_non_null(tx);
+    assert_non_null(rx);
+    assert_true(strtoull(rx, NULL, 10) > seg); /* raised from the 64 KiB pair's value */
+    if (user_tx != NULL) {
+        assert_string_equal(tx, user_tx);
+    } else {
+        assert_true(strtoull(tx, NULL, 10) > seg);
+    }
+    dr_mr_destroy(mr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_destroy_cancels_receives),
         cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_tcp_segment_env),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
