@@ -3,6 +3,9 @@
 # component .so, the algorithm tests and the GPU tests. Included by
 # CMakeLists_algo.cmake; paths are relative to this file.
 if(NOT TARGET dualrail_gpu)
+  # The UCX memory-type query lives with ucx_mr (it reads the planes' contexts);
+  # added from here so ucx_mr's own build files stay as they are.
+  target_sources(dualrail_ucx_mr PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr/mr_memtype.cc)
   set(_dr_gpu_src
     ${CMAKE_CURRENT_LIST_DIR}/dr_gpu_common.c
     ${CMAKE_CURRENT_LIST_DIR}/dr_gpu_standin.cc)
@@ -26,6 +29,6 @@ if(NOT TARGET dualrail_gpu)
     # installed; without a driver it reports no GPU.
     target_link_libraries(dualrail_gpu PUBLIC CUDA::cudart_static)
     target_compile_options(dualrail_gpu PRIVATE
-      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>)
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fvisibility=hidden --expt-relaxed-constexpr>)
   endif()
 endif()
