@@ -37,10 +37,12 @@ usage() {
 usage: lab.sh COMMAND [ARGS]
 
   up [--nodes N] [--rate R | --rate-a R --rate-b R] [--tcp-retries2 N]
-     [--miscable NODE]
+     [--mtu BYTES] [--miscable NODE]
                           (re)create the lab: N nodes (2..16, default 4);
                           optional tc rate caps (tc syntax: 1gbit, 500mbit)
                           on both directions of each node's plane links;
+                          --mtu sets the planes' MTU (default 1500; 9000 =
+                          jumbo frames, as data-centre fabrics run);
                           returns once every node reaches every other node
                           on the management network and both planes;
                           --miscable NODE wires NODE's ethA to plane B's
@@ -97,10 +99,10 @@ is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 ns_exists() { [[ -e /run/netns/$1 ]]; }
 
 # The state file: KEY=VALUE lines, loaded into ST_<KEY>.
-ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE=''
+ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE='' ST_MTU=''
 load_state() {
     local k v
-    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE=''
+    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE='' ST_MTU=''
     [[ -f $RUN/state ]] || return 0
     while IFS='=' read -r k v; do
         case $k in
@@ -109,6 +111,7 @@ load_state() {
             RATE_B) ST_RATE_B=$v ;;
             TCP_RETRIES2) ST_TCP_RETRIES2=$v ;;
             MISCABLE) ST_MISCABLE=$v ;;
+            MTU) ST_MTU=$v ;;
         esac
     done <"$RUN/state"
 }
@@ -302,7 +305,7 @@ cmd_down() {
 # ---------------------------------------------------------------- up
 
 cmd_up() {
-    local nodes=4 rate_a='' rate_b='' retries2='' miscable='' i p
+    local nodes=4 rate_a='' rate_b='' retries2='' miscable='' mtu=1500 i p
     while (($#)); do
         case $1 in
             --nodes|-n) [[ $# -ge 2 ]] || die "--nodes needs a value"; nodes=$2; shift 2 ;;
@@ -315,6 +318,8 @@ cmd_up() {
             --rate-b=*) rate_b=${1#*=}; shift ;;
             --tcp-retries2) [[ $# -ge 2 ]] || die "--tcp-retries2 needs a value"; retries2=$2; shift 2 ;;
             --tcp-retries2=*) retries2=${1#*=}; shift ;;
+            --mtu) [[ $# -ge 2 ]] || die "--mtu needs a value"; mtu=$2; shift 2 ;;
+            --mtu=*) mtu=${1#*=}; shift ;;
             --miscable) [[ $# -ge 2 ]] || die "--miscable needs a node"; miscable=$2; shift 2 ;;
             --miscable=*) miscable=${1#*=}; shift ;;
             *) die "up: unknown option '$1'" ;;
@@ -327,6 +332,7 @@ cmd_up() {
     done
     [[ -z $retries2 ]] || { is_uint "$retries2" && ((retries2 <= 255)); } ||
         die "bad --tcp-retries2 '$retries2' (0..255)"
+    { is_uint "$mtu" && ((mtu >= 1280 && mtu <= 9000)); } || die "bad --mtu '$mtu' (1280..9000)"
     [[ -z $miscable ]] || { is_uint "$miscable" && ((miscable < nodes)); } ||
         die "bad --miscable '$miscable' (a node: 0..$((nodes - 1)))"
     need_root
@@ -346,6 +352,7 @@ cmd_up() {
         echo "RATE_B=$rate_b"
         echo "TCP_RETRIES2=$retries2"
         echo "MISCABLE=$miscable"
+        echo "MTU=$mtu"
     } >"$RUN/state"
     load_state
 
@@ -401,6 +408,7 @@ cmd_up() {
             echo "link set lo up"
             for p in m a b; do
                 echo "addr add $NET.${PIDX[$p]}.$((i + 1))/24 dev ${PIF[$p]}"
+                [[ $p == m ]] || echo "link set ${PIF[$p]} mtu $mtu"
                 echo "link set ${PIF[$p]} up"
             done
         } | ip -n "$ns" -batch -
@@ -410,6 +418,7 @@ cmd_up() {
             if [[ $i == "$miscable" && $p != M ]]; then
                 if [[ $p == A ]]; then br=B; else br=A; fi
             fi
+            [[ $p == M ]] || echo "link set n$i$p mtu $mtu"
             echo "link set n$i$p master br$br"
             echo "link set n$i$p up"
         done | ip -n "$SW" -batch -
@@ -559,6 +568,7 @@ cmd_status() {
     echo "lab $PREFIX: up, $n nodes (switch namespace $SW; bridges brM brA brB)"
     echo "caps: plane a ${ST_RATE_A:-none}, plane b ${ST_RATE_B:-none} (configured; live qdiscs below)"
     [[ -z $ST_TCP_RETRIES2 ]] || echo "tcp_retries2: $ST_TCP_RETRIES2"
+    [[ -z $ST_MTU || $ST_MTU == 1500 ]] || echo "plane mtu: $ST_MTU"
     [[ -z $ST_MISCABLE ]] ||
         echo "mis-cabled: node$ST_MISCABLE (its ethA is on plane B's bridge, its ethB on plane A's)"
     swq=$(tc -n "$SW" qdisc show 2>/dev/null || true)

@@ -2,17 +2,21 @@
 # library the component .so and the unit tests link. Included by
 # mpi_coll/CMakeLists.txt (and by tests/unit/algo_tests.cmake when mpi_coll/
 # is not part of the build); paths are relative to this file, so either works.
+include(${CMAKE_CURRENT_LIST_DIR}/gpu/CMakeLists_gpu.cmake)
 if(NOT TARGET dualrail_algo)
   add_library(dualrail_algo STATIC
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/engine.cc
-    ${CMAKE_CURRENT_LIST_DIR}/dr_coll.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_staged.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/staging.cc
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll.cc
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll_gpu.cc)
   target_include_directories(dualrail_algo PUBLIC
     ${PROJECT_SOURCE_DIR}/include
     ${CMAKE_CURRENT_LIST_DIR})
-  target_link_libraries(dualrail_algo PUBLIC dualrail_ucx_mr)
+  target_link_libraries(dualrail_algo PUBLIC dualrail_ucx_mr dualrail_gpu)
   # Linked into mca_coll_dualrail.so: nothing of it is exported from there
   # (Open MPI's rule: only mca_coll_dualrail_*); dr_allreduce stays callable
   # from the glue inside the same .so.

@@ -29,6 +29,7 @@
 #include "ompi/mca/coll/coll.h"
 #include "opal/class/opal_object.h"
 
+#include "dr_coll.h"
 #include "dualrail/ucx_mr.h"
 
 BEGIN_C_DECLS
@@ -59,6 +60,7 @@ typedef struct mca_coll_dualrail_component_t {
     double peer_timeout;
     double op_timeout;
     double spin_time;
+    size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
 
     /* state */
     int output;
@@ -78,6 +80,7 @@ typedef struct mca_coll_dualrail_module_t {
     uint32_t comm_id;
     uint32_t seq;
     uint64_t calls, fallbacks;
+    struct dr_staging *staging;   /* GPU buffers: created at the first device call, NULL before */
 
     mca_coll_base_module_allreduce_fn_t previous_allreduce;
     mca_coll_base_module_t *previous_allreduce_module;
@@ -117,6 +120,14 @@ typedef struct mca_coll_dualrail_reduce_ctx_t {
 
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype);
+
+/* coll_dualrail_gpu.c: device buffers (staged through pinned host memory). */
+int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf,
+                                       void *rbuf, struct ompi_datatype_t *dtype,
+                                       struct ompi_op_t *op, dr_allreduce_args_t *a, char *err,
+                                       size_t errlen, dr_status_t *st);
+void mca_coll_dualrail_gpu_module_fini(mca_coll_dualrail_module_t *m);
+void mca_coll_dualrail_gpu_report(void);
 
 #define DUALRAIL_VERBOSE(level, ...)                                                               \
     do {                                                                                           \

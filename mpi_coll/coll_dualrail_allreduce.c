@@ -16,6 +16,7 @@
 #include "opal/util/output.h"
 
 #include "dr_coll.h"
+#include "dr_coll_gpu.h"
 
 /*
  * Waiting: spin briefly for latency, then sleep on the planes' descriptors
@@ -108,7 +109,17 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                      cm->world_rank, comm->c_name, count, dtype->name, op->o_name,
                      dr_allreduce_choose(&a));
     char err[512];
-    dr_status_t st = dr_allreduce(cm->mr, &a, err, sizeof(err));
+    dr_status_t st;
+    /* GPU buffers (issue 6): staged through pinned host memory; same wire schedule. */
+    if (dr_buffers_on_device(a.sendbuf, rbuf)) {
+        int rc = mca_coll_dualrail_allreduce_device(m, a.sendbuf, rbuf, dtype, op, &a, err,
+                                                    sizeof(err), &st);
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+    } else {
+        st = dr_allreduce(cm->mr, &a, err, sizeof(err));
+    }
     if (st != DR_OK) {
         /* The module stays active: only some ranks may see the error (the others already
          * had all their data), and a rank that switched to the previous module alone would

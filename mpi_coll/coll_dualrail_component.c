@@ -120,6 +120,11 @@ static int dualrail_register(void)
     reg("spin_time", "Seconds a waiting rank polls (yielding the core) before it sleeps on the "
         "planes' event descriptors until data arrives", MCA_BASE_VAR_TYPE_DOUBLE, NULL,
         OPAL_INFO_LVL_6, &cm->spin_time);
+    cm->cuda_staging_size = 32 * 1024 * 1024;
+    reg("cuda_staging_size", "GPU buffers: pinned host bytes each communicator stages through "
+        "(receive and send halves; device scratch of half this size); allocated at the first "
+        "call with device buffers, freed with the communicator, grown when one segment pair "
+        "does not fit", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->cuda_staging_size);
     mca_coll_dualrail_stats_register();
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "

@@ -25,6 +25,7 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->comm_id = 0;
     m->seq = 0;
     m->calls = m->fallbacks = 0;
+    m->staging = NULL;
     m->previous_allreduce = NULL;
     m->previous_allreduce_module = NULL;
 }
@@ -38,6 +39,7 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
                          m->comm ? m->comm->c_name : "?", m->comm_id,
                          (unsigned long long)m->calls, (unsigned long long)m->fallbacks);
     }
+    mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
     free(m->peer_ids);
     if (m->previous_allreduce_module != NULL) {
         OBJ_RELEASE(m->previous_allreduce_module);
@@ -291,6 +293,7 @@ static void world_agree(ompi_communicator_t *comm, mca_coll_base_module_t *modul
         opal_progress_register(mca_coll_dualrail_progress);
         DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: enabled, %d ranks, %d plane(s)", rank, size,
                          all[0]);
+        mca_coll_dualrail_gpu_report();
     }
     free(blobs);
     free(out);

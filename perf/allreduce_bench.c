@@ -3,13 +3,16 @@
  * Plain MPI: it measures whatever coll component the MCA parameters select,
  * so the same binary compares coll/dualrail with the stock paths.
  *
- *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS]
+ *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS] [-d cuda]
  *
  *   -m  message sizes in bytes, powers of two from MIN to MAX (default 8:16777216)
  *   -i  timed iterations per size (default: 200 up to 64 KiB, 50 up to 1 MiB, 20 above)
  *   -x  warm-up iterations per size (default: a tenth of -i, at least 2)
  *   -c  validate every result (like osu_allreduce -c); exit 1 on a wrong element
  *   -T  stop a size early after this many seconds (default 30; every loop is bounded)
+ *   -d  buffer memory: host (default) or cuda (device memory of the current GPU, like
+ *       osu_allreduce -d cuda; refuses to run when no GPU is usable). Only coll/dualrail
+ *       takes device buffers: Debian's Open MPI is not built with CUDA, select the component)
  *
  * Bus bandwidth = size / time x 2(n-1)/n, the convention of OSU and nccl-tests.
  * Data: MPI_FLOAT, MPI_SUM, as osu_allreduce. MB = 10^6 bytes.
@@ -19,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/dr_gpu.h"
+
 static void usage(void)
 {
     fprintf(stderr, "usage: dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] "
-                    "[-T SECONDS]\n");
+                    "[-T SECONDS] [-d cuda]\n");
 }
 
 static void fill(float *b, size_t n, int rank, int iter)
@@ -54,6 +59,7 @@ int main(int argc, char **argv)
     long iters = -1, warmup = -1;
     int validate = 0;
     double limit = 30;
+    int device = 0;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) {
             if (sscanf(argv[++i], "%zu:%zu", &min, &max) != 2 || min < 4 || min > max) {
@@ -66,6 +72,14 @@ int main(int argc, char **argv)
             warmup = atol(argv[++i]);
         } else if (strcmp(argv[i], "-T") == 0 && i + 1 < argc) {
             limit = atof(argv[++i]);
+        } else if (strcmp(argv[i], "-d") == 0 && i + 1 < argc) {
+            ++i;
+            if (strcmp(argv[i], "cuda") == 0) {
+                device = 1;
+            } else if (strcmp(argv[i], "host") != 0) {
+                if (rank == 0) usage();
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
         } else if (strcmp(argv[i], "-c") == 0) {
             validate = 1;
         } else {
@@ -78,8 +92,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "dualrail-allreduce-bench: cannot allocate %zu bytes\n", max);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    /* -d cuda: the collective sees device memory; host copies only to fill and check. */
+    const dr_mem_ops_t *mem = dr_mem_cuda();
+    void *dbuf = NULL, *stream = NULL;
+    if (device) {
+        if (!mem->available()) {
+            fprintf(stderr, "dualrail-allreduce-bench: rank %d: -d cuda: no usable GPU (no CUDA "
+                    "driver or device, or a build without CUDA)\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        if (mem->device_alloc(&dbuf, max) != DR_OK || mem->stream_create(&stream) != DR_OK) {
+            fprintf(stderr, "dualrail-allreduce-bench: rank %d: -d cuda: %s\n", rank,
+                    mem->last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    void *cbuf = device ? dbuf : (void *)buf; /* what MPI_Allreduce gets */
     if (rank == 0) {
-        printf("# DualRail allreduce benchmark (MPI_FLOAT, MPI_SUM), %d ranks\n", size);
+        printf("# DualRail allreduce benchmark (MPI_FLOAT, MPI_SUM), %d ranks, %s buffers\n",
+               size, device ? "device (cuda)" : "host");
         printf("# %-10s %16s %14s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
                validate ? "   Validation" : "");
         fflush(stdout);
@@ -90,8 +121,12 @@ int main(int argc, char **argv)
         long it = iters > 0 ? iters : bytes <= (64u << 10) ? 200 : bytes <= (1u << 20) ? 50 : 20;
         long wu = warmup >= 0 ? warmup : (it / 10 > 2 ? it / 10 : 2);
         fill(buf, n, rank, 0);
+        if (device) {
+            mem->copy_async(dbuf, buf, bytes, stream);
+            mem->stream_sync(stream);
+        }
         for (long k = 0; k < wu; ++k) {
-            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, cbuf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
         double total = 0;
         long done = 0;
@@ -99,12 +134,20 @@ int main(int argc, char **argv)
         for (long k = 0; k < it && !stop; ++k) {
             if (validate) {
                 fill(buf, n, rank, (int)k);
+                if (device) {
+                    mem->copy_async(dbuf, buf, bytes, stream);
+                    mem->stream_sync(stream);
+                }
             }
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
-            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, cbuf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             total += MPI_Wtime() - t0;
             ++done;
+            if (validate && device) {
+                mem->copy_async(buf, dbuf, bytes, stream);
+                mem->stream_sync(stream);
+            }
             if (validate && check(buf, n, size, (int)k) != 0) {
                 bad = 1;
             }
@@ -124,6 +167,10 @@ int main(int argc, char **argv)
                    validate ? (any_bad ? "   FAIL" : "   Pass") : "");
             fflush(stdout);
         }
+    }
+    if (device) {
+        mem->device_free(dbuf);
+        mem->stream_destroy(stream);
     }
     free(buf);
     MPI_Finalize();

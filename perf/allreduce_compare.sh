@@ -3,7 +3,7 @@
 # pick instead. 4 nodes, one rank each, every plane capped at 500 Mbit/s so
 # that the planes, not the two-core machine, are the bottleneck.
 #
-#   perf/allreduce_compare.sh [--rate 500mbit] [--sizes MIN:MAX] [--iters N]
+#   perf/allreduce_compare.sh [--rate 500mbit] [--mtu 1500] [--sizes MIN:MAX] [--iters N]
 #
 # Configurations (same benchmark binary, OSU-style, MPI_FLOAT / MPI_SUM):
 #   dualrail-1    coll/dualrail on plane A only
@@ -16,10 +16,11 @@
 # DUALRAIL_LAB_PREFIX is set) and removes it at exit if it made it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-rate=500mbit sizes=8:16777216 iters=
+rate=500mbit mtu=1500 sizes=8:16777216 iters=
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=${2:?}; shift ;;
+    --mtu) mtu=${2:?}; shift ;;
     --sizes) sizes=${2:?}; shift ;;
     --iters) iters=${2:?}; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
@@ -35,7 +36,7 @@ bench=$build/perf/dualrail-allreduce-bench
 [ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "allreduce_compare.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drperf} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
-"$lab" up --nodes 4 --rate "$rate" >/dev/null
+"$lab" up --nodes 4 --rate "$rate" --mtu "$mtu" >/dev/null
 trap '"$lab" down >/dev/null 2>&1 || true' EXIT
 work=$(mktemp -d /tmp/dualrail-compare-XXXXXX)
 trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -58,9 +59,9 @@ run dualrail-2 "${dr[@]}" --mca coll_dualrail_planes ethA,ethB
 run ob1-tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB
 run ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
 
-python3 - "$work" "$rate" <<'PY'
+python3 - "$work" "$rate" "$mtu" <<'PY'
 import sys, os
-work, rate = sys.argv[1], sys.argv[2]
+work, rate, mtu = sys.argv[1], sys.argv[2], sys.argv[3]
 names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
 data = {}
 for n in names:
@@ -72,7 +73,7 @@ for n in names:
         rows[int(f[0])] = (float(f[1]), float(f[2]))
     data[n] = rows
 sizes = sorted(data["dualrail-2"])
-print(f"# allreduce, 4 ranks on 4 lab nodes, planes capped at {rate} each")
+print(f"# allreduce, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
 print("# bus bandwidth MB/s (latency us)")
 print("%-10s" % "size" + "".join("%22s" % n for n in names))
 for s in sizes:

@@ -562,7 +562,7 @@ extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
     cfg->probe_interval = 0.1;
     cfg->peer_timeout = 30.0;
     cfg->readmit_min = 0.25;
-    cfg->readmit_max = 2.0;
+    cfg->readmit_max = 1.5;
     cfg->flap_window = 5.0;
     cfg->verbose = 0;
     cfg->name = "mr";

@@ -28,6 +28,11 @@ namespace mr {
 
 /* A busy peer with no message finished for this long gets its state logged (info). */
 constexpr uint64_t kStallDumpUs = 2000000;
+/* A probe (fresh endpoint, ping, pong) on a healthy plane answers within milliseconds; one
+ * still unanswered after this long went into a dead plane and is retried on a new
+ * endpoint after the backoff. With the backoff ceiling (readmit_max, 1.5 s) this bounds
+ * re-admission after a heal to about 2 s. */
+constexpr uint64_t kProbeTimeoutUs = 500000;
 
 void Mr::note_progress(Link *l, uint64_t now)
 {
@@ -271,7 +276,7 @@ void Mr::watchdog(uint64_t now)
                         ep_close(l);
                         l->next_probe = now + probe_delay(l);
                     }
-                } else if (l->probe_out && now - l->probe_sent > std::max(stall_us, (uint64_t)1000000)) {
+                } else if (l->probe_out && now - l->probe_sent > std::max(stall_us, kProbeTimeoutUs)) {
                     ep_close(l);
                     l->probe_out = false;
                     l->backoff = std::min(l->backoff * 2, readmit_max_us);

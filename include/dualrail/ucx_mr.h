@@ -52,7 +52,7 @@ typedef struct dr_mr_config {
     double probe_interval;     /* s: silence after which a busy plane is pinged (0.1) */
     double peer_timeout;       /* s: every plane silent this long: peer unreachable; 0 = never (30) */
     double readmit_min;        /* s: first re-admission probe after a failure (0.25) */
-    double readmit_max;        /* s: backoff ceiling, for probes and for a flapping plane (2) */
+    double readmit_max;        /* s: backoff ceiling, for probes and for a flapping plane (1.5) */
     double flap_window;        /* s: failing again this soon after re-admission doubles the backoff (5) */
     int verbose;               /* 0: one warning per plane transition; 1: info; 2: debug */
     const char *name;          /* how log lines name this process (e.g. "rank 3"); default "mr" */

@@ -1,0 +1,151 @@
+/*
+ * The device-buffer C API (dr_coll_gpu.h): argument conversion and the
+ * exception boundary around algo/staged.hpp.
+ */
+#include "dr_coll_gpu.h"
+
+#include <cstdio>
+#include <new>
+#include <string>
+
+#include "algo/allreduce.hpp"
+#include "algo/staged.hpp"
+#include "mr_transport.hpp"
+
+using namespace dualrail::coll;
+
+struct dr_staging {
+    Staging staging;
+    Scratch scratch;
+    dr_staging(const dr_mem_ops_t *mem, size_t budget) : staging(mem, budget) {}
+};
+
+namespace {
+
+Params to_params_gpu(const dr_allreduce_args_t *a)
+{
+    Params p;
+    p.sendbuf = a->sendbuf;
+    p.recvbuf = a->recvbuf;
+    p.count = a->count;
+    p.elem_size = a->elem_size;
+    p.reduce = a->reduce;
+    p.reduce_arg = a->reduce_arg;
+    p.rank = a->rank;
+    p.size = a->size;
+    p.comm_id = a->comm_id;
+    p.seq = a->seq;
+    p.algorithm = a->algorithm;
+    p.rd_max_bytes = a->rd_max_bytes == 0 ? kDefaultRdMaxBytes : a->rd_max_bytes;
+    p.segment_size = a->segment_size == 0 ? kDefaultSegmentBytes : a->segment_size;
+    p.timeout = a->timeout;
+    p.idle = a->idle;
+    p.idle_arg = a->idle_arg;
+    return p;
+}
+
+void set_err(char *err, size_t errlen, const char *msg)
+{
+    if (err != nullptr && errlen != 0) {
+        snprintf(err, errlen, "%s", msg);
+    }
+}
+
+} // namespace
+
+extern "C" int dr_buffers_on_device(const void *sendbuf, const void *recvbuf)
+{
+    const dr_mem_ops_t *mem = dr_mem_cuda();
+    if (!mem->available()) {
+        return 0; /* cached: one load and a branch on a machine without a GPU */
+    }
+    return (sendbuf != nullptr && mem->kind(sendbuf) != DR_MEM_HOST) ||
+           (recvbuf != nullptr && mem->kind(recvbuf) != DR_MEM_HOST);
+}
+
+extern "C" dr_status_t dr_staging_create(const dr_mem_ops_t *mem, size_t budget, dr_staging_t **out,
+                                         char *err, size_t errlen)
+{
+    *out = nullptr;
+    if (mem == nullptr) {
+        mem = dr_mem_cuda();
+    }
+    if (!mem->available()) {
+        set_err(err, errlen, "staging: no usable GPU");
+        return DR_ERR_NO_DEVICE;
+    }
+    dr_staging_t *s = new (std::nothrow)
+        dr_staging(mem, budget == 0 ? (size_t)DR_STAGING_BUDGET_DEFAULT : budget);
+    if (s == nullptr) {
+        set_err(err, errlen, "staging: out of memory");
+        return DR_ERR_NO_MEMORY;
+    }
+    try {
+        std::string why;
+        dr_status_t st = s->staging.init(&why);
+        if (st != DR_OK) {
+            set_err(err, errlen, why.c_str());
+            delete s;
+            return st;
+        }
+    } catch (...) {
+        delete s;
+        set_err(err, errlen, "staging: internal error");
+        return DR_ERR_NO_MEMORY;
+    }
+    *out = s;
+    return DR_OK;
+}
+
+extern "C" void dr_staging_destroy(dr_staging_t *s)
+{
+    delete s;
+}
+
+extern "C" dr_status_t dr_allreduce_device(dr_mr_t *mr, const dr_allreduce_args_t *a, int gpu_op,
+                                           int gpu_type, dr_staging_t *s, char *err, size_t errlen)
+{
+    if (a == nullptr || s == nullptr) {
+        set_err(err, errlen, "allreduce: no arguments or no staging");
+        return DR_ERR_INVALID;
+    }
+    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
+        set_err(err, errlen, "allreduce: no transport context or no peer ids");
+        return DR_ERR_INVALID;
+    }
+    try {
+        MrTransport t(mr, a->peer_ids);
+        StagedArgs sa;
+        sa.gpu_op = gpu_op;
+        sa.gpu_type = gpu_type;
+        std::string why;
+        dr_status_t st = allreduce_staged(t, to_params_gpu(a), sa, s->staging, &s->scratch, &why);
+        set_err(err, errlen, why.c_str());
+        return st;
+    } catch (const std::bad_alloc &) {
+        set_err(err, errlen, "allreduce: out of memory");
+        return DR_ERR_NO_MEMORY;
+    } catch (...) {
+        set_err(err, errlen, "allreduce: internal error");
+        return DR_ERR_INVALID;
+    }
+}
+
+extern "C" const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, int gpu_op,
+                                                int gpu_type, const dr_staging_t *s)
+{
+    if (a == nullptr || s == nullptr) {
+        return "host";
+    }
+    StagedArgs sa;
+    sa.gpu_op = gpu_op;
+    sa.gpu_type = gpu_type;
+    switch (staged_path(to_params_gpu(a), sa, s->staging.mem())) {
+    case kPathRing:
+        return "staged ring";
+    case kPathWhole:
+        return "staged whole message";
+    default:
+        return "host";
+    }
+}

@@ -1,0 +1,343 @@
+/*
+ * Host memory standing in for a GPU (dr_gpu.h): what the staged allreduce's
+ * tests run on, on machines without a GPU.
+ *
+ *   - "Device" memory is an address range reserved with PROT_NONE and backed
+ *     by a separate host allocation: a CPU access to a device pointer faults,
+ *     as it would on a real GPU, while copies and reductions translate it.
+ *   - Copies and reductions are queued per stream and run by the CPU only
+ *     when an event of that stream is polled (one operation per poll, after
+ *     `lag` idle polls), so work completes late and in stream order; code that
+ *     reads a staging buffer without waiting for its event reads stale data.
+ *   - stream_wait_event is honoured across streams.
+ * One mutex guards everything: the tests run one thread per rank.
+ */
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include "gpu/dr_gpu.h"
+#include "gpu/dr_gpu_ops.hpp"
+
+namespace {
+
+struct Event;
+
+struct Op {
+    enum Kind { kCopy, kReduce, kRecord, kWait } kind;
+    void *dst;
+    const void *src;
+    size_t bytes; /* copy: bytes; reduce: elements */
+    int op, type;
+    Event *ev;
+    uint64_t ticket;
+};
+
+struct Stream {
+    std::deque<Op> q;
+    unsigned idle_polls = 0;
+};
+
+struct Event {
+    Stream *stream = nullptr;
+    uint64_t recorded = 0, done = 0;
+};
+
+struct Region {
+    size_t len;
+    unsigned char *backing;
+};
+
+std::recursive_mutex g_mu;
+std::map<uintptr_t, Region> g_regions; /* base -> region */
+unsigned g_lag = 0;
+uint64_t g_ops_run = 0;
+thread_local char g_err[256] = "";
+
+dr_status_t fail(dr_status_t st, const char *what)
+{
+    snprintf(g_err, sizeof(g_err), "standin: %s", what);
+    return st;
+}
+
+const Region *find_region(const void *p, uintptr_t *base)
+{
+    const uintptr_t a = (uintptr_t)p;
+    auto it = g_regions.upper_bound(a);
+    if (it == g_regions.begin()) {
+        return nullptr;
+    }
+    --it;
+    if (a - it->first < it->second.len) {
+        *base = it->first;
+        return &it->second;
+    }
+    return nullptr;
+}
+
+/* The memory a (possibly device) pointer really names. */
+const void *real(const void *p)
+{
+    uintptr_t base;
+    const Region *r = find_region(p, &base);
+    return r != nullptr ? r->backing + ((uintptr_t)p - base) : p;
+}
+
+void *real_mut(void *p)
+{
+    return const_cast<void *>(real(p));
+}
+
+bool run_one(Stream *s);
+
+/* Make progress toward ev's ticket; true when it has been reached. */
+bool reach(Event *ev, uint64_t ticket)
+{
+    while (ev->done < ticket) {
+        if (ev->stream == nullptr || !run_one(ev->stream)) {
+            return ev->done >= ticket;
+        }
+    }
+    return true;
+}
+
+/* Run the head of s. false when nothing could run (empty, or blocked on another stream). */
+bool run_one(Stream *s)
+{
+    if (s->q.empty()) {
+        return false;
+    }
+    Op &o = s->q.front();
+    switch (o.kind) {
+    case Op::kCopy:
+        if (o.bytes != 0) {
+            memmove(real_mut(o.dst), real(o.src), o.bytes);
+        }
+        ++g_ops_run;
+        break;
+    case Op::kReduce:
+        dualrail::gpu::host_reduce(o.op, o.type, real(o.src), real_mut(o.dst), o.bytes);
+        ++g_ops_run;
+        break;
+    case Op::kRecord:
+        o.ev->done = o.ticket;
+        break;
+    case Op::kWait:
+        if (!reach(o.ev, o.ticket)) {
+            return false;
+        }
+        break;
+    }
+    s->q.pop_front();
+    return true;
+}
+
+int standin_available(void)
+{
+    return 1;
+}
+
+dr_mem_kind_t standin_kind(const void *p)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    uintptr_t base;
+    return find_region(p, &base) != nullptr ? DR_MEM_DEVICE : DR_MEM_HOST;
+}
+
+dr_status_t standin_stream_create(void **stream)
+{
+    Stream *s = new (std::nothrow) Stream;
+    if (s == nullptr) {
+        return fail(DR_ERR_NO_MEMORY, "out of memory for a stream");
+    }
+    *stream = s;
+    return DR_OK;
+}
+
+void standin_stream_destroy(void *stream)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    Stream *s = static_cast<Stream *>(stream);
+    while (s != nullptr && run_one(s)) {
+    }
+    delete s;
+}
+
+dr_status_t standin_event_create(void **event)
+{
+    Event *e = new (std::nothrow) Event;
+    if (e == nullptr) {
+        return fail(DR_ERR_NO_MEMORY, "out of memory for an event");
+    }
+    *event = e;
+    return DR_OK;
+}
+
+void standin_event_destroy(void *event)
+{
+    delete static_cast<Event *>(event);
+}
+
+dr_status_t standin_event_record(void *event, void *stream)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    Event *e = static_cast<Event *>(event);
+    Stream *s = static_cast<Stream *>(stream);
+    e->stream = s;
+    ++e->recorded;
+    s->q.push_back(Op{Op::kRecord, nullptr, nullptr, 0, 0, 0, e, e->recorded});
+    return DR_OK;
+}
+
+dr_status_t standin_event_query(void *event)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    Event *e = static_cast<Event *>(event);
+    if (e->done >= e->recorded) {
+        return DR_OK;
+    }
+    /* Late completion: one queued operation per poll, and only after `lag` idle polls. */
+    Stream *s = e->stream;
+    if (s->idle_polls < g_lag) {
+        ++s->idle_polls;
+        return DR_INPROGRESS;
+    }
+    s->idle_polls = 0;
+    run_one(s);
+    return e->done >= e->recorded ? DR_OK : DR_INPROGRESS;
+}
+
+dr_status_t standin_stream_wait_event(void *stream, void *event)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    Event *e = static_cast<Event *>(event);
+    static_cast<Stream *>(stream)->q.push_back(
+        Op{Op::kWait, nullptr, nullptr, 0, 0, 0, e, e->recorded});
+    return DR_OK;
+}
+
+dr_status_t standin_stream_sync(void *stream)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    Stream *s = static_cast<Stream *>(stream);
+    while (run_one(s)) {
+    }
+    return s->q.empty() ? DR_OK : fail(DR_ERR_INVALID, "stream blocked on an event never reached");
+}
+
+dr_status_t standin_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    static_cast<Stream *>(stream)->q.push_back(Op{Op::kCopy, dst, src, bytes, 0, 0, nullptr, 0});
+    return DR_OK;
+}
+
+dr_status_t standin_reduce_async(int op, int type, const void *in, void *inout, size_t count,
+                                 void *stream)
+{
+    if (!dr_gpu_op_valid(op, type)) {
+        return fail(DR_ERR_INVALID, "no reduction for this (op, type)");
+    }
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    static_cast<Stream *>(stream)->q.push_back(
+        Op{Op::kReduce, inout, in, count, op, type, nullptr, 0});
+    return DR_OK;
+}
+
+dr_status_t standin_host_alloc(void **p, size_t bytes)
+{
+    *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    return *p != nullptr ? DR_OK : fail(DR_ERR_NO_MEMORY, "out of host memory");
+}
+
+void standin_host_free(void *p)
+{
+    free(p);
+}
+
+dr_status_t standin_device_alloc(void **p, size_t bytes)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t len = (bytes + page - 1) / page * page + page;
+    void *addr = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (addr == MAP_FAILED) {
+        return fail(DR_ERR_NO_MEMORY, "cannot reserve device address space");
+    }
+    unsigned char *backing = static_cast<unsigned char *>(malloc(len));
+    if (backing == nullptr) {
+        munmap(addr, len);
+        return fail(DR_ERR_NO_MEMORY, "out of memory for device backing");
+    }
+    memset(backing, 0xdb, len); /* like fresh device memory: not zero */
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    g_regions[(uintptr_t)addr] = Region{len, backing};
+    *p = addr;
+    return DR_OK;
+}
+
+void standin_device_free(void *p)
+{
+    if (p == nullptr) {
+        return;
+    }
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    auto it = g_regions.find((uintptr_t)p);
+    if (it == g_regions.end()) {
+        return;
+    }
+    munmap(p, it->second.len);
+    free(it->second.backing);
+    g_regions.erase(it);
+}
+
+const char *standin_last_error(void)
+{
+    return g_err;
+}
+
+const dr_mem_ops_t kStandin = {
+    "standin",
+    standin_available,
+    standin_kind,
+    standin_stream_create,
+    standin_stream_destroy,
+    standin_event_create,
+    standin_event_destroy,
+    standin_event_record,
+    standin_event_query,
+    standin_stream_wait_event,
+    standin_stream_sync,
+    standin_copy_async,
+    standin_reduce_async,
+    standin_host_alloc,
+    standin_host_free,
+    standin_device_alloc,
+    standin_device_free,
+    standin_last_error,
+};
+
+} // namespace
+
+extern "C" const dr_mem_ops_t *dr_mem_standin(void)
+{
+    return &kStandin;
+}
+
+extern "C" void dr_mem_standin_set_lag(unsigned polls)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    g_lag = polls;
+}
+
+extern "C" uint64_t dr_mem_standin_ops_run(void)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    return g_ops_run;
+}

@@ -1,0 +1,63 @@
+/*
+ * The Transport of the algorithm layer over ucx_mr: a comm rank is mapped to
+ * its ucx_mr process id. Shared by dr_coll.cc (host buffers) and
+ * dr_coll_gpu.cc (device buffers).
+ */
+#ifndef DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
+#define DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
+
+#include <cstdio>
+
+#include "algo/transport.hpp"
+#include "dualrail/ucx_mr.h"
+
+namespace dualrail {
+namespace coll {
+
+class MrTransport final : public Transport {
+  public:
+    MrTransport(dr_mr_t *mr, const uint32_t *ids) : mr_(mr), ids_(ids) {}
+
+    dr_status_t isend(int peer, uint64_t key, const void *buf, size_t len, Req *req) override
+    {
+        dr_mr_req_t *r = nullptr;
+        dr_status_t st = dr_mr_isend(mr_, ids_[peer], key, buf, len, &r);
+        *req = r;
+        return st;
+    }
+    dr_status_t irecv(int peer, uint64_t key, void *buf, size_t capacity, Req *req) override
+    {
+        dr_mr_req_t *r = nullptr;
+        dr_status_t st = dr_mr_irecv(mr_, ids_[peer], key, buf, capacity, &r);
+        *req = r;
+        return st;
+    }
+    dr_status_t test(Req req, size_t *len) override
+    {
+        return dr_mr_test(mr_, static_cast<dr_mr_req_t *>(req), len);
+    }
+    dr_status_t cancel(Req req) override
+    {
+        return dr_mr_cancel(mr_, static_cast<dr_mr_req_t *>(req));
+    }
+    void release(Req req) override { dr_mr_req_free(mr_, static_cast<dr_mr_req_t *>(req)); }
+    int progress() override { return dr_mr_progress(mr_); }
+    void peer_name(int peer, char *buf, size_t len) const override
+    {
+        snprintf(buf, len, "peer rank %d (process %u)", peer, ids_[peer]);
+    }
+    const char *last_error() const override
+    {
+        const char *e = dr_mr_last_error(mr_);
+        return e != nullptr ? e : "";
+    }
+
+  private:
+    dr_mr_t *mr_;
+    const uint32_t *ids_;
+};
+
+} // namespace coll
+} // namespace dualrail
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * The staged allreduce (device buffers through host staging) over the
+ * in-memory fake network, one thread per rank, with the host stand-in as the
+ * GPU: "device" buffers fault on CPU access, device work completes late and
+ * only when polled. Table-driven over 2..8 ranks, counts {0, 1, n-1, odd,
+ * large}, element types with and without a kernel, ring / recursive
+ * doubling / auto, 64-byte segments (many segments) and the default, tiny
+ * and large staging budgets, in place or not, and memory layouts per rank:
+ * all device, some ranks host and some device (one collective), send on the
+ * host with receive on the device, and the reverse.
+ *
+ * The reference is the host path itself: after each staged call the ranks
+ * run the same call on host copies of the inputs, and the staged result must
+ * be bitwise the host result (same schedule, same reduction order) on every
+ * rank; integer sums are also checked against the exact sum. The fake checks
+ * that no send buffer changes before its send completes, which catches a
+ * staging slot reused too early.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algo/allreduce.hpp"
+#include "algo/ring_math.hpp"
+#include "algo/staged.hpp"
+#include "algo/staged_math.hpp"
+#include "test_algo_fake.hpp"
+
+using namespace dualrail::coll;
+
+namespace {
+
+constexpr uint32_t kComm = 0x0321;
+
+uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+template <typename T> void sum_t(const void *in, void *inout, size_t count, void *)
+{
+    const T *a = static_cast<const T *>(in);
+    T *b = static_cast<T *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] = (T)(a[i] + b[i]);
+    }
+}
+
+template <typename T> void max_t(const void *in, void *inout, size_t count, void *)
+{
+    const T *a = static_cast<const T *>(in);
+    T *b = static_cast<T *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] = a[i] > b[i] ? a[i] : b[i];
+    }
+}
+
+void sum_u32x3(const void *in, void *inout, size_t count, void *)
+{
+    sum_t<uint32_t>(in, inout, count * 3, nullptr);
+}
+
+struct Type {
+    const char *name;
+    size_t esz;
+    ReduceFn fn;
+    int gop, gtype; /* -1: no kernel (the whole-message path) */
+    bool floating;
+};
+
+const Type kTypes[] = {
+    {"u32 sum", 4, sum_t<uint32_t>, DR_GPU_SUM, DR_GPU_U32, false},
+    {"f32 sum", 4, sum_t<float>, DR_GPU_SUM, DR_GPU_F32, true},
+    {"f64 sum", 8, sum_t<double>, DR_GPU_SUM, DR_GPU_F64, true},
+    {"u8 sum", 1, sum_t<uint8_t>, DR_GPU_SUM, DR_GPU_U8, false},
+    {"i32 max", 4, max_t<int32_t>, DR_GPU_MAX, DR_GPU_I32, false},
+    {"u32x3 sum", 12, sum_u32x3, -1, -1, false},
+};
+
+void fill(const Type &t, unsigned char *buf, size_t count, int r, uint64_t salt)
+{
+    const size_t bytes = count * t.esz;
+    if (t.floating) {
+        const size_t n = bytes / t.esz;
+        for (size_t i = 0; i < n; ++i) {
+            const double v =
+                ((double)(mix((uint64_t)r * 7777 + i * 31 + salt) % 2000001) - 1e6) / 4096.0;
+            if (t.esz == 4) {
+                const float f = (float)v;
+                memcpy(buf + i * 4, &f, 4);
+            } else {
+                memcpy(buf + i * 8, &v, 8);
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < bytes; ++i) {
+        buf[i] = (unsigned char)mix((uint64_t)r * 1000003 + i + salt);
+    }
+}
+
+/* Where each rank's buffers live. */
+enum Layout { kAllDevice, kMixedRanks, kSendHostRecvDev, kSendDevRecvHost, kLayouts };
+const char *kLayoutNames[] = {"all device", "ranks mixed", "send host/recv device",
+                              "send device/recv host"};
+
+void place(Layout l, int rank, bool *send_dev, bool *recv_dev)
+{
+    switch (l) {
+    case kAllDevice:
+        *send_dev = *recv_dev = true;
+        break;
+    case kMixedRanks:
+        *send_dev = *recv_dev = rank % 2 == 1;
+        break;
+    case kSendHostRecvDev:
+        *send_dev = false, *recv_dev = true;
+        break;
+    default:
+        *send_dev = true, *recv_dev = false;
+        break;
+    }
+}
+
+struct Config {
+    size_t count;
+    const Type *type;
+    int algo;
+    size_t seg;
+    bool inplace;
+    Layout layout;
+    size_t budget;
+};
+
+std::vector<Config> configs(int n)
+{
+    std::vector<Config> out;
+    const size_t counts[] = {0, 1, (size_t)(n - 1), 1001, 30011};
+    size_t k = 0;
+    for (size_t count : counts) {
+        for (const Type &t : kTypes) {
+            for (int algo : {kAlgoAuto, kAlgoRing, kAlgoRd}) {
+                for (size_t seg : {(size_t)0, (size_t)64}) {
+                    if (algo == kAlgoRd && seg != 0) {
+                        continue;
+                    }
+                    for (bool inplace : {false, true}) {
+                        /* Every layout and budget over the table, not every combination. */
+                        const Layout l = (Layout)(k % kLayouts);
+                        const size_t budget = (k / kLayouts) % 2 == 0 ? 256 : (8u << 20);
+                        ++k;
+                        if (inplace && (l == kSendHostRecvDev || l == kSendDevRecvHost)) {
+                            out.push_back(
+                                Config{count, &t, algo, seg, inplace, kAllDevice, budget});
+                            continue;
+                        }
+                        out.push_back(Config{count, &t, algo, seg, inplace, l, budget});
+                    }
+                }
+            }
+        }
+    }
+    return out;
+}
+
+std::string describe(int n, const Config &c)
+{
+    static const char *algos[] = {"auto", "ring", "rd"};
+    char b[200];
+    snprintf(b, sizeof(b), "n=%d count=%zu %s algo=%s seg=%zu %s, %s, budget %zu", n, c.count,
+             c.type->name, algos[c.algo], c.seg, c.inplace ? "in-place" : "out-of-place",
+             kLayoutNames[c.layout], c.budget);
+    return b;
+}
+
+struct Failures {
+    std::mutex mu;
+    std::vector<std::string> lines;
+    void add(const std::string &s)
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        if (lines.size() < 30) {
+            lines.push_back(s);
+        }
+    }
+};
+
+void run_table(int n)
+{
+    const dr_mem_ops_t *mem = dr_mem_standin();
+    dr_mem_standin_set_lag(2);
+    const std::vector<Config> cfgs = configs(n);
+    fake::Net net(n, kComm);
+    fake::Barrier barrier(n);
+    Failures fails;
+    std::vector<std::vector<unsigned char>> host_results((size_t)n);
+    size_t rings = 0;
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            void *stream = nullptr;
+            mem->stream_create(&stream);
+            /* One staging per "communicator", reused (and grown) across calls. */
+            std::unique_ptr<Staging> staging;
+            for (size_t ci = 0; ci < cfgs.size(); ++ci) {
+                const Config &c = cfgs[ci];
+                if (ci % 40 == 0) {
+                    staging.reset(new Staging(mem, c.budget)); /* budgets vary over the table */
+                }
+                const size_t bytes = c.count * c.type->esz;
+                const uint64_t salt = ci * 7919;
+                bool sdev, rdev;
+                place(c.layout, rank, &sdev, &rdev);
+                std::vector<unsigned char> input(bytes + 1);
+                fill(*c.type, input.data(), c.count, rank, salt);
+                /* Buffers: device ones from the stand-in (CPU access faults). */
+                void *dsend = nullptr, *drecv = nullptr;
+                std::vector<unsigned char> hsend(bytes + 1), hrecv(bytes + 1, 0xa5);
+                if (sdev && !c.inplace) {
+                    mem->device_alloc(&dsend, bytes + 1);
+                    mem->copy_async(dsend, input.data(), bytes, stream);
+                }
+                if (rdev) {
+                    mem->device_alloc(&drecv, bytes + 1);
+                    if (c.inplace) {
+                        mem->copy_async(drecv, input.data(), bytes, stream);
+                    }
+                }
+                mem->stream_sync(stream);
+                memcpy(hsend.data(), input.data(), bytes);
+                if (c.inplace && !rdev) {
+                    memcpy(hrecv.data(), input.data(), bytes);
+                }
+                void *send = c.inplace ? nullptr : (sdev ? dsend : (void *)hsend.data());
+                void *recv = rdev ? drecv : (void *)hrecv.data();
+                Params p;
+                p.sendbuf = send;
+                p.recvbuf = recv;
+                p.count = c.count;
+                p.elem_size = c.type->esz;
+                p.reduce = c.type->fn;
+                p.rank = rank;
+                p.size = n;
+                p.comm_id = kComm;
+                p.seq = (uint32_t)(2 * ci);
+                p.algorithm = c.algo;
+                p.segment_size = c.seg;
+                p.timeout = 60;
+                p.idle = fake::FakeTransport::idle;
+                p.idle_arg = &t;
+                StagedArgs a;
+                a.gpu_op = c.type->gop;
+                a.gpu_type = c.type->gtype;
+                if (rank == 0 && rdev && staged_path(p, a, mem) == kPathRing) {
+                    ++rings;
+                }
+                barrier.wait();
+                std::string err;
+                dr_status_t st = allreduce_staged(t, p, a, *staging, nullptr, &err);
+                if (st != DR_OK) {
+                    fails.add(describe(n, c) + ": rank " + std::to_string(rank) + ": " + err);
+                }
+                std::vector<unsigned char> got(bytes);
+                if (rdev) {
+                    mem->copy_async(got.data(), drecv, bytes, stream);
+                    mem->stream_sync(stream);
+                } else {
+                    memcpy(got.data(), hrecv.data(), bytes);
+                }
+                /* The reference: the host path on host copies, same schedule. */
+                std::vector<unsigned char> ref(input.begin(), input.begin() + (long)bytes);
+                ref.push_back(0);
+                Params q = p;
+                q.sendbuf = nullptr;
+                q.recvbuf = ref.data();
+                q.seq = (uint32_t)(2 * ci + 1);
+                st = allreduce(t, q, nullptr, &err);
+                if (st != DR_OK) {
+                    fails.add(describe(n, c) + ": host reference failed: " + err);
+                }
+                if (bytes != 0 && memcmp(got.data(), ref.data(), bytes) != 0) {
+                    size_t i = 0;
+                    while (got[i] == ref[i]) {
+                        ++i;
+                    }
+                    fails.add(describe(n, c) + ": rank " + std::to_string(rank) +
+                              ": differs from the host path at byte " + std::to_string(i));
+                }
+                if (!c.type->floating && c.type->gop == DR_GPU_SUM && c.type->gtype == DR_GPU_U32) {
+                    for (size_t i = 0; i < c.count; ++i) {
+                        uint32_t want = 0, v;
+                        for (int r = 0; r < n; ++r) {
+                            std::vector<unsigned char> in(bytes + 1);
+                            fill(*c.type, in.data(), c.count, r, salt);
+                            memcpy(&v, in.data() + i * 4, 4);
+                            want += v;
+                            if (i > 3) {
+                                break; /* the first elements exactly; the rest via the host path */
+                            }
+                        }
+                        if (i > 3) {
+                            break;
+                        }
+                        memcpy(&v, got.data() + i * 4, 4);
+                        if (v != want) {
+                            fails.add(describe(n, c) + ": wrong sum at " + std::to_string(i));
+                        }
+                    }
+                }
+                if (!c.inplace && !sdev && memcmp(hsend.data(), input.data(), bytes) != 0) {
+                    fails.add(describe(n, c) + ": send buffer modified");
+                }
+                mem->device_free(dsend);
+                mem->device_free(drecv);
+                barrier.wait();
+            }
+            staging.reset();
+            mem->stream_destroy(stream);
+        },
+        240, "staged allreduce table");
+    for (const std::string &v : net.violations()) {
+        fails.add("transport contract: " + v);
+    }
+    for (const std::string &l : fails.lines) {
+        print_error("%s\n", l.c_str());
+    }
+    print_message("%d ranks: %zu calls, %zu on the staged ring\n", n, cfgs.size(), rings);
+    assert_true(rings > 0);
+    assert_int_equal(fails.lines.size(), 0);
+}
+
+void test_table(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 8; ++n) {
+        run_table(n);
+    }
+}
+
+void test_math(void **state)
+{
+    (void)state;
+    assert_int_equal(staged_window(0, 64, 0), 0);
+    assert_int_equal(staged_window(0, 64, 100), kStagedMinWindow);        /* at least two */
+    assert_int_equal(staged_window(1u << 30, 64, 100), kStagedMaxWindow); /* at most 16 */
+    assert_int_equal(staged_window(1u << 30, 64, 3), 3);                  /* never above units */
+    assert_int_equal(staged_window(8u << 20, 1u << 20, 100), 4);          /* 2 x 4 x 1 MiB */
+    assert_int_equal(staged_window(8u << 20, 0, 100), kStagedMaxWindow);
+    /* 4 ranks, 3 segments: reduce-scatter units 0..8 have no gate; unit 9 (step 3,
+     * the first allgather step) overwrites the segment send 0 read. */
+    for (size_t u = 0; u < 9; ++u) {
+        assert_int_equal(staged_overwrite_gate(u, 4, 3), -1);
+    }
+    assert_int_equal(staged_overwrite_gate(9, 4, 3), 0);
+    assert_int_equal(staged_overwrite_gate(17, 4, 3), 8);
+    /* The gate is the same block and segment, n-1 steps earlier. */
+    for (int n = 2; n <= 9; ++n) {
+        const int nseg = 3;
+        for (size_t u = (size_t)(n - 1) * nseg; u < (size_t)ring_steps(n) * nseg; ++u) {
+            const long long g = staged_overwrite_gate(u, n, nseg);
+            const int st = (int)(u / nseg), gs = (int)((size_t)g / nseg);
+            for (int r = 0; r < n; ++r) {
+                assert_int_equal(ring_recv_block(r, n, st), ring_send_block(r, n, gs));
+            }
+            assert_int_equal((size_t)g % nseg, u % nseg);
+        }
+    }
+    assert_int_equal(staged_send_source(2, 3), -1);
+    assert_int_equal(staged_send_source(3, 3), 0);
+    assert_int_equal(staged_send_source(10, 3), 7);
+}
+
+} // namespace
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_math),
+        cmocka_unit_test(test_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
