@@ -26,35 +26,6 @@ static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
                   DR_ALLREDUCE_MAX_ELEM_SIZE == kMaxElemSize,
               "defaults");
 
-Params to_params(const dr_allreduce_args_t *a)
-{
-    Params p;
-    p.sendbuf = a->sendbuf;
-    p.recvbuf = a->recvbuf;
-    p.count = a->count;
-    p.elem_size = a->elem_size;
-    p.reduce = a->reduce;
-    p.reduce_arg = a->reduce_arg;
-    p.rank = a->rank;
-    p.size = a->size;
-    p.comm_id = a->comm_id;
-    p.seq = a->seq;
-    p.algorithm = a->algorithm;
-    p.rd_max_bytes = a->rd_max_bytes;
-    p.segment_size = a->segment_size;
-    p.timeout = a->timeout;
-    p.idle = a->idle;
-    p.idle_arg = a->idle_arg;
-    return p;
-}
-
-void set_err(char *err, size_t errlen, const char *msg)
-{
-    if (err != nullptr && errlen != 0) {
-        snprintf(err, errlen, "%s", msg);
-    }
-}
-
 } // namespace
 } // namespace coll
 } // namespace dualrail

@@ -20,39 +20,6 @@ struct dr_staging {
     dr_staging(const dr_mem_ops_t *mem, size_t budget) : staging(mem, budget) {}
 };
 
-namespace {
-
-Params to_params_gpu(const dr_allreduce_args_t *a)
-{
-    Params p;
-    p.sendbuf = a->sendbuf;
-    p.recvbuf = a->recvbuf;
-    p.count = a->count;
-    p.elem_size = a->elem_size;
-    p.reduce = a->reduce;
-    p.reduce_arg = a->reduce_arg;
-    p.rank = a->rank;
-    p.size = a->size;
-    p.comm_id = a->comm_id;
-    p.seq = a->seq;
-    p.algorithm = a->algorithm;
-    p.rd_max_bytes = a->rd_max_bytes == 0 ? kDefaultRdMaxBytes : a->rd_max_bytes;
-    p.segment_size = a->segment_size == 0 ? kDefaultSegmentBytes : a->segment_size;
-    p.timeout = a->timeout;
-    p.idle = a->idle;
-    p.idle_arg = a->idle_arg;
-    return p;
-}
-
-void set_err(char *err, size_t errlen, const char *msg)
-{
-    if (err != nullptr && errlen != 0) {
-        snprintf(err, errlen, "%s", msg);
-    }
-}
-
-} // namespace
-
 extern "C" int dr_buffers_on_device(const void *sendbuf, const void *recvbuf)
 {
     const dr_mem_ops_t *mem = dr_mem_cuda();
@@ -119,7 +86,7 @@ extern "C" dr_status_t dr_allreduce_device(dr_mr_t *mr, const dr_allreduce_args_
         sa.gpu_op = gpu_op;
         sa.gpu_type = gpu_type;
         std::string why;
-        dr_status_t st = allreduce_staged(t, to_params_gpu(a), sa, s->staging, &s->scratch, &why);
+        dr_status_t st = allreduce_staged(t, to_params(a), sa, s->staging, &s->scratch, &why);
         set_err(err, errlen, why.c_str());
         return st;
     } catch (const std::bad_alloc &) {
@@ -140,7 +107,7 @@ extern "C" const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, in
     StagedArgs sa;
     sa.gpu_op = gpu_op;
     sa.gpu_type = gpu_type;
-    switch (staged_path(to_params_gpu(a), sa, s->staging.mem())) {
+    switch (staged_path(to_params(a), sa, s->staging.mem())) {
     case kPathRing:
         return "staged ring";
     case kPathWhole:

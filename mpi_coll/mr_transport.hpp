@@ -1,18 +1,52 @@
 /*
- * The Transport of the algorithm layer over ucx_mr: a comm rank is mapped to
- * its ucx_mr process id. Shared by dr_coll.cc (host buffers) and
- * dr_coll_gpu.cc (device buffers).
+ * The Transport of the algorithm layer over ucx_mr (a comm rank is mapped to
+ * its ucx_mr process id), and the C arguments turned into the algorithms'
+ * Params. Shared by dr_coll.cc (host buffers) and dr_coll_gpu.cc (device
+ * buffers).
  */
 #ifndef DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
 #define DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
 
 #include <cstdio>
 
+#include "algo/allreduce.hpp"
 #include "algo/transport.hpp"
+#include "dr_coll.h"
 #include "dualrail/ucx_mr.h"
 
 namespace dualrail {
 namespace coll {
+
+/* The C API's error buffer (may be NULL). */
+inline void set_err(char *err, size_t errlen, const char *msg)
+{
+    if (err != nullptr && errlen != 0) {
+        snprintf(err, errlen, "%s", msg);
+    }
+}
+
+/* Zero rd_max_bytes and segment_size take the defaults, as dr_coll.h promises. */
+inline Params to_params(const dr_allreduce_args_t *a)
+{
+    Params p;
+    p.sendbuf = a->sendbuf;
+    p.recvbuf = a->recvbuf;
+    p.count = a->count;
+    p.elem_size = a->elem_size;
+    p.reduce = a->reduce;
+    p.reduce_arg = a->reduce_arg;
+    p.rank = a->rank;
+    p.size = a->size;
+    p.comm_id = a->comm_id;
+    p.seq = a->seq;
+    p.algorithm = a->algorithm;
+    p.rd_max_bytes = a->rd_max_bytes == 0 ? kDefaultRdMaxBytes : a->rd_max_bytes;
+    p.segment_size = a->segment_size == 0 ? kDefaultSegmentBytes : a->segment_size;
+    p.timeout = a->timeout;
+    p.idle = a->idle;
+    p.idle_arg = a->idle_arg;
+    return p;
+}
 
 class MrTransport final : public Transport {
   public:

@@ -33,6 +33,9 @@ constexpr uint64_t kStallDumpUs = 2000000;
  * endpoint after the backoff. With the backoff ceiling (readmit_max, 1.5 s) this bounds
  * re-admission after a heal to about 2 s. */
 constexpr uint64_t kProbeTimeoutUs = 500000;
+/* Two sides' probes of one link this far apart do not cross (a probe's round trip on a
+ * live plane takes milliseconds). */
+constexpr uint64_t kProbeStaggerUs = 100000;
 
 void Mr::note_progress(Link *l, uint64_t now)
 {
@@ -55,13 +58,13 @@ void Mr::note_progress(Link *l, uint64_t now)
  * Two sides that lost a link at the same moment would probe it at the same moment too,
  * each creating a fresh UCX endpoint to the other; UCX 1.13 pairs or refuses such
  * crossing connections unreliably, and both probes can go unanswered on a healthy plane
- * (then 2 s more down). The side with the higher process id waits half a backoff longer,
+ * (then 2 s more down). The side with the higher process id waits kProbeStaggerUs longer,
  * and a side that is probed while down probes back at once (answering already made its
  * endpoint, on the connection the peer opened).
  */
 uint64_t Mr::probe_delay(const Link *l) const
 {
-    return self > l->peer ? l->backoff + l->backoff / 2 : l->backoff;
+    return self > l->peer ? l->backoff + kProbeStaggerUs : l->backoff;
 }
 
 void Mr::fail_peer(Peer *p)
