@@ -60,6 +60,22 @@ void *Scratch::reserve(size_t bytes)
     return buf_;
 }
 
+Params normalized(const Params &in)
+{
+    Params p = in;
+    p.seq &= kSeqMask;
+    if (p.sendbuf == p.recvbuf) {
+        p.sendbuf = nullptr;
+    }
+    if (p.rd_max_bytes == 0) {
+        p.rd_max_bytes = kDefaultRdMaxBytes;
+    }
+    if (p.segment_size == 0) {
+        p.segment_size = kDefaultSegmentBytes;
+    }
+    return p;
+}
+
 int allreduce_choose(const Params &p)
 {
     if (p.algorithm == kAlgoRing || p.algorithm == kAlgoRd) {
@@ -127,17 +143,7 @@ dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::str
     if (in.recvbuf == nullptr) {
         return reject(err, "no receive buffer");
     }
-    Params p = in;
-    p.seq &= kSeqMask;
-    if (p.sendbuf == p.recvbuf) {
-        p.sendbuf = nullptr;
-    }
-    if (p.rd_max_bytes == 0) {
-        p.rd_max_bytes = kDefaultRdMaxBytes;
-    }
-    if (p.segment_size == 0) {
-        p.segment_size = kDefaultSegmentBytes;
-    }
+    Params p = normalized(in);
     if (p.size == 1) {
         if (p.sendbuf != nullptr) {
             memcpy(p.recvbuf, p.sendbuf, p.count * p.elem_size);

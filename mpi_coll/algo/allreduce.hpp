@@ -81,6 +81,10 @@ class Scratch {
     size_t cap_ = 0;
 };
 
+/* p with the sequence number masked, sendbuf == recvbuf turned into nullptr (in place),
+ * and zero rd_max_bytes / segment_size replaced by the defaults. */
+Params normalized(const Params &in);
+
 /* What allreduce() runs for p: kAlgoRing or kAlgoRd (a forced choice is returned as is). */
 int allreduce_choose(const Params &p);
 

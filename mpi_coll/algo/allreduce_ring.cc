@@ -61,14 +61,11 @@ class Ring {
   public:
     Ring(Transport &t, const Params &p)
         : p_(p), eng_(t, p, "ring"), n_(p.size), r_(p.rank), left_(ring_left(p.rank, p.size)),
-          right_(ring_right(p.rank, p.size)), steps_(ring_steps(p.size)), esz_(p.elem_size),
+          right_(ring_right(p.rank, p.size)), esz_(p.elem_size),
           src_(static_cast<const char *>(p.sendbuf != nullptr ? p.sendbuf : p.recvbuf)),
-          dst_(static_cast<char *>(p.recvbuf))
+          dst_(static_cast<char *>(p.recvbuf)), plan_(p.count, p.size, p.elem_size, p.segment_size),
+          nseg_(plan_.nseg), steps_(plan_.steps), units_(plan_.units), slot_bytes_(plan_.slot_bytes)
     {
-        const size_t bmax = ring_block_max(p.count, n_);
-        nseg_ = ring_segments(bmax, esz_, p.segment_size);
-        units_ = (size_t)steps_ * (size_t)nseg_;
-        slot_bytes_ = (ceil_div(bmax, (size_t)nseg_) * esz_ + 63) / 64 * 64;
         window_ = kScratchBudget / slot_bytes_;
         window_ = window_ < kMinWindow ? kMinWindow : window_ > kMaxWindow ? kMaxWindow : window_;
         window_ = window_ > units_ ? units_ : window_;
@@ -97,18 +94,12 @@ class Ring {
     }
 
   private:
-    int step_of(size_t u) const { return (int)(u / (size_t)nseg_); }
-    int seg_of(size_t u) const { return (int)(u % (size_t)nseg_); }
-    Span span(int block, int k) const
-    {
-        return ring_segment(ring_block(p_.count, n_, block), nseg_, k);
-    }
     size_t send_slot(size_t u) const { return window_ + u; }
 
     dr_status_t post_send(size_t u)
     {
-        const int st = step_of(u), k = seg_of(u), b = ring_send_block(r_, n_, st);
-        const Span s = span(b, k);
+        const int st = plan_.step_of(u), k = plan_.seg_of(u), b = ring_send_block(r_, n_, st);
+        const Span s = plan_.span(b, k);
         const char *base = st == 0 ? src_ : dst_;
         return eng_.isend(send_slot(u), right_, (uint32_t)st,
                           eng_.key((uint32_t)st, (uint32_t)b, (uint32_t)k), base + s.offset * esz_,
@@ -117,8 +108,8 @@ class Ring {
 
     dr_status_t post_recv(size_t u)
     {
-        const int st = step_of(u), k = seg_of(u), b = ring_recv_block(r_, n_, st);
-        const Span s = span(b, k);
+        const int st = plan_.step_of(u), k = plan_.seg_of(u), b = ring_recv_block(r_, n_, st);
+        const Span s = plan_.span(b, k);
         char *buf = ring_is_reduce_step(n_, st) ? scr_ + (u % window_) * slot_bytes_
                                                 : dst_ + s.offset * esz_;
         return eng_.irecv(u % window_, left_, (uint32_t)st,
@@ -128,7 +119,7 @@ class Ring {
     /* An allgather receive overwrites the block this rank sent n-1 steps before. */
     dr_status_t ready_to_post(size_t u)
     {
-        if (ring_is_reduce_step(n_, step_of(u))) {
+        if (ring_is_reduce_step(n_, plan_.step_of(u))) {
             return DR_OK;
         }
         return eng_.test(send_slot(u - (size_t)(n_ - 1) * (size_t)nseg_));
@@ -136,9 +127,9 @@ class Ring {
 
     dr_status_t complete(size_t u)
     {
-        const int st = step_of(u), k = seg_of(u);
+        const int st = plan_.step_of(u), k = plan_.seg_of(u);
         if (ring_is_reduce_step(n_, st)) {
-            const Span s = span(ring_recv_block(r_, n_, st), k);
+            const Span s = plan_.span(ring_recv_block(r_, n_, st), k);
             if (s.count != 0) {
                 char *d = dst_ + s.offset * esz_;
                 if (src_ != dst_) {
@@ -187,7 +178,7 @@ class Ring {
             }
             if (!moved) {
                 const bool gated = done == posted;
-                st = eng_.stalled(gated ? right_ : left_, (uint32_t)step_of(done));
+                st = eng_.stalled(gated ? right_ : left_, (uint32_t)plan_.step_of(done));
                 if (st != DR_OK) {
                     return st;
                 }
@@ -204,13 +195,15 @@ class Ring {
 
     const Params &p_;
     Engine eng_;
-    const int n_, r_, left_, right_, steps_;
+    const int n_, r_, left_, right_;
     const size_t esz_;
     const char *const src_;
     char *const dst_;
+    const RingPlan plan_; /* the staged ring (device buffers) uses the same */
+    const int nseg_, steps_;
+    const size_t units_, slot_bytes_;
     char *scr_ = nullptr;
-    int nseg_ = 1;
-    size_t units_ = 0, slot_bytes_ = 64, window_ = 1;
+    size_t window_ = 1;
 };
 
 } // namespace

@@ -62,15 +62,11 @@ class StagedRing {
     StagedRing(Transport &t, const Params &p, const StagedArgs &a, Staging &s)
         : t_(t), p_(p), a_(a), s_(s), mem_(s.mem()), eng_(t, p, "staged ring"), n_(p.size),
           r_(p.rank), left_(ring_left(p.rank, p.size)), right_(ring_right(p.rank, p.size)),
-          steps_(ring_steps(p.size)), esz_(p.elem_size),
+          esz_(p.elem_size),
           src_(static_cast<const char *>(p.sendbuf != nullptr ? p.sendbuf : p.recvbuf)),
-          dst_(static_cast<char *>(p.recvbuf))
+          dst_(static_cast<char *>(p.recvbuf)), plan_(p.count, p.size, p.elem_size, p.segment_size),
+          nseg_(plan_.nseg), steps_(plan_.steps), units_(plan_.units), slot_bytes_(plan_.slot_bytes)
     {
-        /* The host ring's geometry exactly (allreduce_ring.cc): the wire must match. */
-        const size_t bmax = ring_block_max(p.count, n_);
-        nseg_ = ring_segments(bmax, esz_, p.segment_size);
-        units_ = (size_t)steps_ * (size_t)nseg_;
-        slot_bytes_ = (ceil_div(bmax, (size_t)nseg_) * esz_ + 63) / 64 * 64;
         window_ = staged_window(s.budget(), slot_bytes_, units_);
     }
 
@@ -101,12 +97,6 @@ class StagedRing {
     }
 
   private:
-    int step_of(size_t u) const { return (int)(u / (size_t)nseg_); }
-    int seg_of(size_t u) const { return (int)(u % (size_t)nseg_); }
-    Span span(int block, int k) const
-    {
-        return ring_segment(ring_block(p_.count, n_, block), nseg_, k);
-    }
     size_t send_slot(size_t s) const { return window_ + s; }
     char *host_recv(size_t u) const { return s_.host_recv + (u % window_) * s_.slot_bytes; }
     char *host_send(size_t s) const { return s_.host_send + (s % window_) * s_.slot_bytes; }
@@ -135,8 +125,8 @@ class StagedRing {
         if (from >= 0 && (size_t)from >= enqueued_) {
             return DR_OK; /* the unit that produces this data has not been queued */
         }
-        const int st_ = step_of(s), b = ring_send_block(r_, n_, st_);
-        const Span sp = span(b, seg_of(s));
+        const int st_ = plan_.step_of(s), b = ring_send_block(r_, n_, st_);
+        const Span sp = plan_.span(b, plan_.seg_of(s));
         const char *base = st_ == 0 ? src_ : dst_;
         dr_status_t st;
         if (from >= 0 && (st = mem_->stream_wait_event(
@@ -156,8 +146,8 @@ class StagedRing {
 
     dr_status_t post_send(size_t s)
     {
-        const int st = step_of(s), k = seg_of(s), b = ring_send_block(r_, n_, st);
-        const Span sp = span(b, k);
+        const int st = plan_.step_of(s), k = plan_.seg_of(s), b = ring_send_block(r_, n_, st);
+        const Span sp = plan_.span(b, k);
         return eng_.isend(send_slot(s), right_, (uint32_t)st,
                           eng_.key((uint32_t)st, (uint32_t)b, (uint32_t)k), host_send(s),
                           sp.count * esz_);
@@ -165,8 +155,8 @@ class StagedRing {
 
     dr_status_t post_recv(size_t u)
     {
-        const int st = step_of(u), k = seg_of(u), b = ring_recv_block(r_, n_, st);
-        const Span sp = span(b, k);
+        const int st = plan_.step_of(u), k = plan_.seg_of(u), b = ring_recv_block(r_, n_, st);
+        const Span sp = plan_.span(b, k);
         return eng_.irecv(u % window_, left_, (uint32_t)st,
                           eng_.key((uint32_t)st, (uint32_t)b, (uint32_t)k), host_recv(u),
                           sp.count * esz_);
@@ -180,8 +170,8 @@ class StagedRing {
         if (gate >= 0 && (size_t)gate >= staged_) {
             return DR_OK;
         }
-        const int st_ = step_of(u);
-        const Span sp = span(ring_recv_block(r_, n_, st_), seg_of(u));
+        const int st_ = plan_.step_of(u);
+        const Span sp = plan_.span(ring_recv_block(r_, n_, st_), plan_.seg_of(u));
         const size_t bytes = sp.count * esz_;
         char *d = dst_ + sp.offset * esz_;
         void *rs = s_.reduce_stream;
@@ -282,7 +272,7 @@ class StagedRing {
                 }
                 const bool waiting_send = posted_ == enqueued_;
                 st = eng_.stalled(waiting_send ? right_ : left_,
-                                  (uint32_t)step_of(waiting_send ? sent_ : enqueued_));
+                                  (uint32_t)plan_.step_of(waiting_send ? sent_ : enqueued_));
                 if (st != DR_OK) {
                     return st;
                 }
@@ -303,12 +293,14 @@ class StagedRing {
     Staging &s_;
     const dr_mem_ops_t *mem_;
     Engine eng_;
-    const int n_, r_, left_, right_, steps_;
+    const int n_, r_, left_, right_;
     const size_t esz_;
     const char *const src_;
     char *const dst_;
-    int nseg_ = 1;
-    size_t units_ = 0, slot_bytes_ = 64, window_ = 1;
+    const RingPlan plan_; /* the host ring's (allreduce_ring.cc): the wire must match */
+    const int nseg_, steps_;
+    const size_t units_, slot_bytes_;
+    size_t window_ = 1;
     size_t staged_ = 0, sent_ = 0, posted_ = 0, enqueued_ = 0, retired_ = 0;
 };
 
@@ -378,17 +370,7 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
         }
         return st;
     }
-    Params p = in;
-    p.seq &= kSeqMask;
-    if (p.sendbuf == p.recvbuf) {
-        p.sendbuf = nullptr;
-    }
-    if (p.rd_max_bytes == 0) {
-        p.rd_max_bytes = kDefaultRdMaxBytes;
-    }
-    if (p.segment_size == 0) {
-        p.segment_size = kDefaultSegmentBytes;
-    }
+    Params p = normalized(in);
     if (!recv_dev) {
         /* Device input, host output: bring the input over and run the host path in place. */
         if ((st = copy_sync(mem, s.reduce_stream, p.recvbuf, p.sendbuf, bytes, err,

@@ -113,6 +113,30 @@ inline Span ring_segment(Span block, int nseg, int k)
     return s;
 }
 
+/*
+ * The pipelined ring's geometry for one call: 2(n-1) steps x nseg segments =
+ * `units` units, u = step * nseg + segment, and the bytes of the largest
+ * segment rounded up to 64 (a scratch slot). The host ring and the staged ring
+ * (device buffers) both use it, so they put the same messages on the wire.
+ */
+struct RingPlan {
+    size_t count;
+    int n, steps, nseg;
+    size_t units, slot_bytes;
+
+    RingPlan(size_t count_, int n_, size_t elem_size, size_t segment_bytes)
+        : count(count_), n(n_), steps(ring_steps(n_)),
+          nseg(ring_segments(ring_block_max(count_, n_), elem_size, segment_bytes)),
+          units((size_t)steps * (size_t)nseg),
+          slot_bytes((ceil_div(ring_block_max(count_, n_), (size_t)nseg) * elem_size + 63) / 64 * 64)
+    {
+    }
+    int step_of(size_t u) const { return (int)(u / (size_t)nseg); }
+    int seg_of(size_t u) const { return (int)(u % (size_t)nseg); }
+    /* Segment k of block b (absolute element offsets). */
+    Span span(int b, int k) const { return ring_segment(ring_block(count, n, b), nseg, k); }
+};
+
 } // namespace coll
 } // namespace dualrail
 

@@ -74,12 +74,24 @@ static void test_segments(void **state)
                         /* no more segments than needed... */
                         assert_true((size_t)ns == ceil_div(bmax, seg / esz == 0 ? 1 : seg / esz));
                     }
+                    /* The plan both rings use: units cover every (step, segment) once and
+                     * a slot holds the largest segment, 64-byte aligned. */
+                    const RingPlan plan(count, n, esz, seg);
+                    assert_int_equal(plan.nseg, ns);
+                    assert_int_equal(plan.units, (size_t)ring_steps(n) * (size_t)ns);
+                    assert_true(plan.slot_bytes % 64 == 0 &&
+                                plan.slot_bytes >= ceil_div(bmax, (size_t)ns) * esz &&
+                                plan.slot_bytes < ceil_div(bmax, (size_t)ns) * esz + 64);
+                    assert_int_equal(plan.step_of(plan.units - 1), ring_steps(n) - 1);
+                    assert_int_equal(plan.seg_of(plan.units - 1), ns - 1);
                     for (int b : {0, n - 1}) {
                         Span blk = ring_block(count, n, b);
                         size_t next = blk.offset;
                         for (int k = 0; k < ns; ++k) {
                             Span s = ring_segment(blk, ns, k);
                             assert_int_equal(s.offset, next);
+                            assert_int_equal(plan.span(b, k).offset, s.offset);
+                            assert_int_equal(plan.span(b, k).count, s.count);
                             next += s.count;
                         }
                         assert_int_equal(next, blk.offset + blk.count);
