@@ -39,23 +39,9 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
         set_err(err, errlen, "allreduce: no arguments");
         return DR_ERR_INVALID;
     }
-    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
-        set_err(err, errlen, "allreduce: no transport context or no peer ids");
-        return DR_ERR_INVALID;
-    }
-    try {
-        MrTransport t(mr, a->peer_ids);
-        std::string why;
-        dr_status_t st = allreduce(t, to_params(a), nullptr, &why);
-        set_err(err, errlen, why.c_str());
-        return st;
-    } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "allreduce: out of memory");
-        return DR_ERR_NO_MEMORY;
-    } catch (...) {
-        set_err(err, errlen, "allreduce: internal error");
-        return DR_ERR_INVALID;
-    }
+    return c_api_run(mr, a, err, errlen, [](Transport &t, const Params &p, std::string *why) {
+        return allreduce(t, p, nullptr, why);
+    });
 }
 
 extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)

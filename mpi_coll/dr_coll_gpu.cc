@@ -76,26 +76,12 @@ extern "C" dr_status_t dr_allreduce_device(dr_mr_t *mr, const dr_allreduce_args_
         set_err(err, errlen, "allreduce: no arguments or no staging");
         return DR_ERR_INVALID;
     }
-    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
-        set_err(err, errlen, "allreduce: no transport context or no peer ids");
-        return DR_ERR_INVALID;
-    }
-    try {
-        MrTransport t(mr, a->peer_ids);
-        StagedArgs sa;
-        sa.gpu_op = gpu_op;
-        sa.gpu_type = gpu_type;
-        std::string why;
-        dr_status_t st = allreduce_staged(t, to_params(a), sa, s->staging, &s->scratch, &why);
-        set_err(err, errlen, why.c_str());
-        return st;
-    } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "allreduce: out of memory");
-        return DR_ERR_NO_MEMORY;
-    } catch (...) {
-        set_err(err, errlen, "allreduce: internal error");
-        return DR_ERR_INVALID;
-    }
+    StagedArgs sa;
+    sa.gpu_op = gpu_op;
+    sa.gpu_type = gpu_type;
+    return c_api_run(mr, a, err, errlen, [&](Transport &t, const Params &p, std::string *why) {
+        return allreduce_staged(t, p, sa, s->staging, &s->scratch, why);
+    });
 }
 
 extern "C" const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, int gpu_op,

@@ -8,6 +8,8 @@
 #define DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
 
 #include <cstdio>
+#include <new>
+#include <string>
 
 #include "algo/allreduce.hpp"
 #include "algo/transport.hpp"
@@ -90,6 +92,33 @@ class MrTransport final : public Transport {
     dr_mr_t *mr_;
     const uint32_t *ids_;
 };
+
+/*
+ * The C API's boundary for one collective: checks the transport arguments, runs
+ * run(transport, params, &why) over ucx_mr, and turns exceptions into statuses
+ * (none crosses the C ABI). a is not NULL.
+ */
+template <class Run>
+dr_status_t c_api_run(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen, Run run)
+{
+    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
+        set_err(err, errlen, "allreduce: no transport context or no peer ids");
+        return DR_ERR_INVALID;
+    }
+    try {
+        MrTransport t(mr, a->peer_ids);
+        std::string why;
+        dr_status_t st = run(t, to_params(a), &why);
+        set_err(err, errlen, why.c_str());
+        return st;
+    } catch (const std::bad_alloc &) {
+        set_err(err, errlen, "allreduce: out of memory");
+        return DR_ERR_NO_MEMORY;
+    } catch (...) {
+        set_err(err, errlen, "allreduce: internal error");
+        return DR_ERR_INVALID;
+    }
+}
 
 } // namespace coll
 } // namespace dualrail
