@@ -16,18 +16,11 @@
 
 #include "gpu/dr_gpu.h"
 #include "gpu/dr_gpu_ops.hpp"
+#include "../support/test_helpers.hpp"
+
+using dualrail::test::mix;
 
 namespace {
-
-uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 /* Values that exercise wrapping and rounding but stay finite (NaN payloads are not compared). */
 void fill(int type, unsigned char *p, size_t count, uint64_t salt)

@@ -22,23 +22,15 @@ extern "C" {
 
 #include "algo/allreduce.hpp"
 #include "test_algo_fake.hpp"
+#include "../support/test_helpers.hpp"
 
 using namespace dualrail::coll;
+using namespace dualrail::test;
 
 namespace {
 
 int g_lo = 1, g_hi = 16;
 constexpr uint32_t kComm = 0x0abc;
-
-uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 uint64_t ival(int r, size_t i, uint64_t salt)
 {
@@ -51,29 +43,6 @@ double fval(int r, size_t i, uint64_t salt)
     return ((double)(ival(r, i, salt) % 2000001) - 1000000.0) / 4096.0;
 }
 
-template <typename T> void sum_int(const void *in, void *inout, size_t count, void *)
-{
-    const T *a = static_cast<const T *>(in);
-    T *b = static_cast<T *>(inout);
-    for (size_t i = 0; i < count; ++i) {
-        b[i] = (T)(a[i] + b[i]);
-    }
-}
-
-template <typename T> void sum_float(const void *in, void *inout, size_t count, void *)
-{
-    const T *a = static_cast<const T *>(in);
-    T *b = static_cast<T *>(inout);
-    for (size_t i = 0; i < count; ++i) {
-        b[i] = a[i] + b[i];
-    }
-}
-
-void sum_u32x3(const void *in, void *inout, size_t count, void *)
-{
-    sum_int<uint32_t>(in, inout, count * 3, nullptr);
-}
-
 struct Type {
     const char *name;
     size_t esz;
@@ -83,9 +52,9 @@ struct Type {
 };
 
 const Type kTypes[] = {
-    {"u8", 1, sum_int<uint8_t>, 0, 1},   {"u32", 4, sum_int<uint32_t>, 0, 4},
-    {"f32", 4, sum_float<float>, 1, 4},  {"u64", 8, sum_int<uint64_t>, 0, 8},
-    {"f64", 8, sum_float<double>, 2, 8}, {"u32x3", 12, sum_u32x3, 0, 4},
+    {"u8", 1, sum_t<uint8_t>, 0, 1},   {"u32", 4, sum_t<uint32_t>, 0, 4},
+    {"f32", 4, sum_t<float>, 1, 4},  {"u64", 8, sum_t<uint64_t>, 0, 8},
+    {"f64", 8, sum_t<double>, 2, 8}, {"u32x3", 12, sum_u32x3, 0, 4},
 };
 
 /* This rank's input: integer lanes or floats, a function of (rank, index, salt). */
@@ -182,18 +151,6 @@ std::vector<Config> configs(int n)
 }
 
 /* Collects failures from rank threads (cmocka's asserts belong to the main thread). */
-struct Failures {
-    std::mutex mu;
-    std::vector<std::string> lines;
-    void add(const std::string &s)
-    {
-        std::lock_guard<std::mutex> lk(mu);
-        if (lines.size() < 30) {
-            lines.push_back(s);
-        }
-    }
-};
-
 void report(Failures &f, fake::Net &net)
 {
     for (const std::string &v : net.violations()) {

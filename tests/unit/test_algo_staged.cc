@@ -34,31 +34,14 @@ extern "C" {
 #include "algo/staged.hpp"
 #include "algo/staged_math.hpp"
 #include "test_algo_fake.hpp"
+#include "../support/test_helpers.hpp"
 
 using namespace dualrail::coll;
+using namespace dualrail::test;
 
 namespace {
 
 constexpr uint32_t kComm = 0x0321;
-
-uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-template <typename T> void sum_t(const void *in, void *inout, size_t count, void *)
-{
-    const T *a = static_cast<const T *>(in);
-    T *b = static_cast<T *>(inout);
-    for (size_t i = 0; i < count; ++i) {
-        b[i] = (T)(a[i] + b[i]);
-    }
-}
 
 template <typename T> void max_t(const void *in, void *inout, size_t count, void *)
 {
@@ -67,11 +50,6 @@ template <typename T> void max_t(const void *in, void *inout, size_t count, void
     for (size_t i = 0; i < count; ++i) {
         b[i] = a[i] > b[i] ? a[i] : b[i];
     }
-}
-
-void sum_u32x3(const void *in, void *inout, size_t count, void *)
-{
-    sum_t<uint32_t>(in, inout, count * 3, nullptr);
 }
 
 struct Type {
@@ -186,18 +164,6 @@ std::string describe(int n, const Config &c)
              kLayoutNames[c.layout], c.budget);
     return b;
 }
-
-struct Failures {
-    std::mutex mu;
-    std::vector<std::string> lines;
-    void add(const std::string &s)
-    {
-        std::lock_guard<std::mutex> lk(mu);
-        if (lines.size() < 30) {
-            lines.push_back(s);
-        }
-    }
-};
 
 void run_table(int n)
 {
