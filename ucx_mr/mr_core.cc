@@ -335,9 +335,9 @@ static void tcp_segment_env(Mr *mr, const Plane *pl)
         if (have == nullptr || (ours[i] && strtoull(have, nullptr, 10) < need)) {
             setenv(var, std::to_string(need).c_str(), 1);
             ours[i] = true;
-        } else if (!ours[i]) {
-            mr->log(DR_LOG_INFO, "plane %d: %s=%s set by the user (a wire segment of %llu B "
-                    "travels as one fragment with %llu)", pl->index, var, have,
+        } else if (!ours[i] && strtoull(have, nullptr, 10) < need) {
+            mr->log(DR_LOG_INFO, "plane %d: %s=%s set by the user is too small: a wire segment "
+                    "of %llu B needs %llu to travel as one fragment", pl->index, var, have,
                     (unsigned long long)mr->cfg.segment_size, (unsigned long long)need);
         }
     }
@@ -350,6 +350,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
      * value the user set wins. */
     setenv("UCX_TCP_CONN_NB", "y", 0);
     tcp_segment_env(mr, pl);
+    const char *zcopy = getenv("UCX_ZCOPY_THRESH");
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
     if (st != UCS_OK) {
@@ -362,7 +363,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
         {"NET_DEVICES", pl->device.c_str()},
         {"TLS", mr->transports.c_str()},
         /* Copy-send only (see tcp_segment_env); a UCX_ZCOPY_THRESH the user set wins. */
-        {"ZCOPY_THRESH", getenv("UCX_ZCOPY_THRESH") != nullptr ? getenv("UCX_ZCOPY_THRESH") : "inf"},
+        {"ZCOPY_THRESH", zcopy != nullptr ? zcopy : "inf"},
     };
     for (auto &s : settings) {
         st = ucp_config_modify(config, s.key, s.value);

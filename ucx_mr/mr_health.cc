@@ -245,10 +245,14 @@ void Mr::dump_peer(const Peer *p, uint64_t now)
         for (const Seg &s : r->segs) {
             ++on[s.plane];
         }
-        log(DR_LOG_INFO, "  send key %#llx msg %u: %llu B, %zu segment(s) (plane 0: %u, plane 1: "
-            "%u), %u op(s) in UCX, %s, %s", (unsigned long long)r->key, r->msg_id,
-            (unsigned long long)r->len, r->segs.size(), on[0], on[1], r->ops,
-            r->acked ? "acked" : "not acked", dr_status_str(r->status));
+        std::string per_plane; /* "0: 3, 1: 2": segments riding each plane */
+        for (size_t i = 0; i < planes.size(); ++i) {
+            per_plane += (i == 0 ? "" : ", ") + std::to_string(i) + ": " + std::to_string(on[i]);
+        }
+        log(DR_LOG_INFO, "  send key %#llx msg %u: %llu B, %zu segment(s) (plane %s), %u op(s) in "
+            "UCX, %s, %s", (unsigned long long)r->key, r->msg_id, (unsigned long long)r->len,
+            r->segs.size(), per_plane.c_str(), r->ops, r->acked ? "acked" : "not acked",
+            dr_status_str(r->status));
     }
     for (const Req *r : p->recvs) {
         log(DR_LOG_INFO, "  receive key %#llx: %s msg %u, %llu of %llu B in %zu range(s)",

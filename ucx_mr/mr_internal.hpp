@@ -182,6 +182,11 @@ struct Peer {
     uint64_t busy_since = 0;
     uint64_t last_done = 0;  /* a send acknowledged or a receive completed */
     bool dumped = false;     /* state dump written for the current stall */
+    void message_done(uint64_t now)
+    {
+        last_done = now;
+        dumped = false;
+    }
     std::vector<Req *> sends;
     std::vector<Req *> recvs;
     std::vector<Unexpected> unexpected;

@@ -298,8 +298,7 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     r->last_plane = plane;
     if (r->received == r->total) {
         r->complete = true;
-        p->last_done = now_us();
-        p->dumped = false;
+        p->message_done(now_us());
         done_add(p, r->key, r->msg_id);
         ctrl_post(p->links[plane].get(), kAck, r->key, r->msg_id, 0, 0);
     }
@@ -398,8 +397,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         for (Req *r : p->sends) {
             if (r->msg_id == h.msg_id && r->key == h.key) {
                 r->acked = true;
-                p->last_done = now;
-                p->dumped = false;
+                p->message_done(now);
                 break;
             }
         }
