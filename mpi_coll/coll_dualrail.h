@@ -81,6 +81,7 @@ typedef struct mca_coll_dualrail_module_t {
     uint32_t seq;
     uint64_t calls, fallbacks;
     struct dr_staging *staging;   /* GPU buffers: created at the first device call, NULL before */
+    unsigned long staging_fallbacks; /* GPU buffers: ring calls that ran without pinned slots */
 
     mca_coll_base_module_allreduce_fn_t previous_allreduce;
     mca_coll_base_module_t *previous_allreduce_module;

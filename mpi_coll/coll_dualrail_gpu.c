@@ -23,32 +23,48 @@
 
 static int gpu_op_of(const struct ompi_op_t *op)
 {
-    if (op == &ompi_mpi_op_sum.op) return DR_GPU_SUM;
-    if (op == &ompi_mpi_op_prod.op) return DR_GPU_PROD;
-    if (op == &ompi_mpi_op_min.op) return DR_GPU_MIN;
-    if (op == &ompi_mpi_op_max.op) return DR_GPU_MAX;
-    if (op == &ompi_mpi_op_band.op) return DR_GPU_BAND;
-    if (op == &ompi_mpi_op_bor.op) return DR_GPU_BOR;
-    if (op == &ompi_mpi_op_bxor.op) return DR_GPU_BXOR;
-    if (op == &ompi_mpi_op_land.op) return DR_GPU_LAND;
-    if (op == &ompi_mpi_op_lor.op) return DR_GPU_LOR;
-    if (op == &ompi_mpi_op_lxor.op) return DR_GPU_LXOR;
+    if (op == &ompi_mpi_op_sum.op)
+        return DR_GPU_SUM;
+    if (op == &ompi_mpi_op_prod.op)
+        return DR_GPU_PROD;
+    if (op == &ompi_mpi_op_min.op)
+        return DR_GPU_MIN;
+    if (op == &ompi_mpi_op_max.op)
+        return DR_GPU_MAX;
+    if (op == &ompi_mpi_op_band.op)
+        return DR_GPU_BAND;
+    if (op == &ompi_mpi_op_bor.op)
+        return DR_GPU_BOR;
+    if (op == &ompi_mpi_op_bxor.op)
+        return DR_GPU_BXOR;
+    if (op == &ompi_mpi_op_land.op)
+        return DR_GPU_LAND;
+    if (op == &ompi_mpi_op_lor.op)
+        return DR_GPU_LOR;
+    if (op == &ompi_mpi_op_lxor.op)
+        return DR_GPU_LXOR;
     return -1;
 }
 
 /* Integer C types by size and signedness (x86-64 LP64: char is signed, long is 64-bit). */
 static int gpu_type_of(const struct ompi_datatype_t *d)
 {
-    if (d == &ompi_mpi_float.dt) return DR_GPU_F32;
-    if (d == &ompi_mpi_double.dt) return DR_GPU_F64;
+    if (d == &ompi_mpi_float.dt)
+        return DR_GPU_F32;
+    if (d == &ompi_mpi_double.dt)
+        return DR_GPU_F64;
     if (d == &ompi_mpi_int8_t.dt || d == &ompi_mpi_signed_char.dt || d == &ompi_mpi_char.dt)
         return DR_GPU_I8;
     if (d == &ompi_mpi_uint8_t.dt || d == &ompi_mpi_unsigned_char.dt || d == &ompi_mpi_byte.dt)
         return DR_GPU_U8;
-    if (d == &ompi_mpi_int16_t.dt || d == &ompi_mpi_short.dt) return DR_GPU_I16;
-    if (d == &ompi_mpi_uint16_t.dt || d == &ompi_mpi_unsigned_short.dt) return DR_GPU_U16;
-    if (d == &ompi_mpi_int32_t.dt || d == &ompi_mpi_int.dt) return DR_GPU_I32;
-    if (d == &ompi_mpi_uint32_t.dt || d == &ompi_mpi_unsigned.dt) return DR_GPU_U32;
+    if (d == &ompi_mpi_int16_t.dt || d == &ompi_mpi_short.dt)
+        return DR_GPU_I16;
+    if (d == &ompi_mpi_uint16_t.dt || d == &ompi_mpi_unsigned_short.dt)
+        return DR_GPU_U16;
+    if (d == &ompi_mpi_int32_t.dt || d == &ompi_mpi_int.dt)
+        return DR_GPU_I32;
+    if (d == &ompi_mpi_uint32_t.dt || d == &ompi_mpi_unsigned.dt)
+        return DR_GPU_U32;
     if (d == &ompi_mpi_int64_t.dt || d == &ompi_mpi_long.dt || d == &ompi_mpi_long_long_int.dt)
         return DR_GPU_I64;
     if (d == &ompi_mpi_uint64_t.dt || d == &ompi_mpi_unsigned_long.dt ||
@@ -57,10 +73,10 @@ static int gpu_type_of(const struct ompi_datatype_t *d)
     return -1;
 }
 
-int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf,
-                                       void *rbuf, struct ompi_datatype_t *dtype,
-                                       struct ompi_op_t *op, dr_allreduce_args_t *a, char *err,
-                                       size_t errlen, dr_status_t *st)
+int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf, void *rbuf,
+                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                       dr_allreduce_args_t *a, char *err, size_t errlen,
+                                       dr_status_t *st)
 {
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     (void)sbuf;
@@ -74,9 +90,10 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
              * until coll_dualrail_timeout (pinned memory ran out: the job is in trouble). */
             return MPI_ERR_NO_MEM;
         }
-        DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: staging for device buffers on %s: %zu "
-                         "bytes of pinned host memory", cm->world_rank,
-                         m->comm ? m->comm->c_name : "?", cm->cuda_staging_size);
+        DUALRAIL_VERBOSE(1,
+                         "coll/dualrail: rank %d: staging for device buffers on %s: %zu "
+                         "bytes of pinned host memory",
+                         cm->world_rank, m->comm ? m->comm->c_name : "?", cm->cuda_staging_size);
     }
     int gop = gpu_op_of(op), gtype = gpu_type_of(dtype);
     if (!dr_gpu_op_valid(gop, gtype)) {
@@ -84,9 +101,21 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
     }
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: allreduce with device buffers: %s (%s on %s)",
                      cm->world_rank, dr_allreduce_device_path(a, gop, gtype, m->staging),
-                     gop >= 0 ? dr_gpu_op_name(gop) : "cpu", gtype >= 0 ? dr_gpu_type_name(gtype)
-                                                                     : dtype->name);
+                     gop >= 0 ? dr_gpu_op_name(gop) : "cpu",
+                     gtype >= 0 ? dr_gpu_type_name(gtype) : dtype->name);
     *st = dr_allreduce_device(cm->mr, a, gop, gtype, m->staging, err, errlen);
+    const char *why = "";
+    const unsigned long fallbacks = dr_staging_fallbacks(m->staging, &why);
+    if (fallbacks > m->staging_fallbacks) {
+        if (m->staging_fallbacks == 0) {
+            /* Once per communicator: results stay right, the bandwidth does not. */
+            opal_output(cm->output,
+                        "coll/dualrail: rank %d: device buffers on %s: %s; such calls run "
+                        "through ordinary host memory (slower) until the allocation succeeds",
+                        cm->world_rank, m->comm ? m->comm->c_name : "?", why);
+        }
+        m->staging_fallbacks = fallbacks;
+    }
     return OMPI_SUCCESS;
 }
 
@@ -105,12 +134,16 @@ void mca_coll_dualrail_gpu_report(void)
         return; /* not even the GPU query: default verbosity behaves as without CUDA */
     }
     if (!dr_mem_cuda()->available()) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: no usable gpu (or built without cuda): "
-                         "host buffers only", cm->world_rank);
+        DUALRAIL_VERBOSE(1,
+                         "coll/dualrail: rank %d: no usable gpu (or built without cuda): "
+                         "host buffers only",
+                         cm->world_rank);
         return;
     }
     /* Direct device transfers through UCX are not implemented: say what UCX could do. */
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: gpu found; device buffers are staged through "
-                     "pinned host memory (ucx %s cuda memory on every plane)", cm->world_rank,
+    DUALRAIL_VERBOSE(1,
+                     "coll/dualrail: rank %d: gpu found; device buffers are staged through "
+                     "pinned host memory (ucx %s cuda memory on every plane)",
+                     cm->world_rank,
                      dr_mr_cuda_memory_supported(cm->mr) ? "reports" : "does not report");
 }

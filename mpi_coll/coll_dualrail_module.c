@@ -26,6 +26,7 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->seq = 0;
     m->calls = m->fallbacks = 0;
     m->staging = NULL;
+    m->staging_fallbacks = 0;
     m->previous_allreduce = NULL;
     m->previous_allreduce_module = NULL;
 }

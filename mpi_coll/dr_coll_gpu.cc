@@ -84,6 +84,14 @@ extern "C" dr_status_t dr_allreduce_device(dr_mr_t *mr, const dr_allreduce_args_
     });
 }
 
+extern "C" unsigned long dr_staging_fallbacks(const dr_staging_t *s, const char **reason)
+{
+    if (reason != nullptr) {
+        *reason = s != nullptr ? s->staging.fallback_reason().c_str() : "";
+    }
+    return s != nullptr ? s->staging.fallbacks() : 0;
+}
+
 extern "C" const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, int gpu_op,
                                                 int gpu_type, const dr_staging_t *s)
 {

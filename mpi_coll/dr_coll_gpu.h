@@ -43,6 +43,14 @@ void dr_staging_destroy(dr_staging_t *s);
 dr_status_t dr_allreduce_device(dr_mr_t *mr, const dr_allreduce_args_t *a, int gpu_op, int gpu_type,
                                 dr_staging_t *s, char *err, size_t errlen);
 
+/*
+ * Calls on s that should have taken the staged ring but could not allocate
+ * its pinned slots or device scratch, and so ran the whole message through
+ * ordinary host memory (same results, same wire schedule, slower); *reason
+ * (may be NULL) gets the last allocation failure ("" when none).
+ */
+unsigned long dr_staging_fallbacks(const dr_staging_t *s, const char **reason);
+
 /* What dr_allreduce_device runs: "host", "staged ring" or "staged whole message". */
 const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, int gpu_op, int gpu_type,
                                      const dr_staging_t *s);

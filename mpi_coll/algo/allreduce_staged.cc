@@ -70,17 +70,24 @@ class StagedRing {
         window_ = staged_window(s.budget(), slot_bytes_, units_);
     }
 
+    /*
+     * Streams, events and slots for this call, before anything goes on the
+     * wire: a rank that cannot have them takes the whole-message path instead
+     * (same wire schedule), rather than failing alone while its peers wait.
+     */
+    dr_status_t prepare(std::string *why)
+    {
+        dr_status_t st = s_.init(why);
+        return st != DR_OK ? st : s_.reserve(window_, slot_bytes_, why);
+    }
+
+    /* After prepare() succeeded. */
     dr_status_t run(std::string *err)
     {
         const int peers[2] = {left_, right_};
         dr_status_t st = eng_.init(window_ + units_, peers, 2);
         if (st != DR_OK) {
             return eng_.finish(st, err);
-        }
-        std::string why;
-        if ((st = s_.init(&why)) != DR_OK ||
-            (st = s_.reserve(window_, slot_bytes_, &why)) != DR_OK) {
-            return eng_.finish(eng_.set_error(st, "%s", why.c_str()), err);
         }
         eng_.set_scratch(s_.host_send, s_.window * s_.slot_bytes);
         st = schedule();
@@ -339,13 +346,6 @@ int staged_path(const Params &p, const StagedArgs &a, const dr_mem_ops_t *mem)
     return kPathWhole;
 }
 
-dr_status_t allreduce_staged_ring(Transport &t, const Params &p, const StagedArgs &a, Staging &s,
-                                  std::string *err)
-{
-    StagedRing ring(t, p, a, s);
-    return ring.run(err);
-}
-
 dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a, Staging &s,
                              Scratch *scratch, std::string *err)
 {
@@ -382,7 +382,14 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
     }
     const int path = staged_path(p, a, mem);
     if (path == kPathRing && p.size >= 2) {
-        return allreduce_staged_ring(t, p, a, s, err);
+        StagedRing ring(t, p, a, s);
+        if (ring.prepare(&why) == DR_OK) {
+            return ring.run(err);
+        }
+        /* No pinned slots (or device scratch) for this call: the whole message through
+         * ordinary host memory, on the host ring, whose wire schedule is the staged ring's.
+         * Slower, but this rank keeps pace with its peers instead of failing alone. */
+        s.note_fallback(why);
     }
     /* One rank, recursive doubling, or no kernel: the host algorithm on a host copy. */
     void *h = s.whole(bytes);

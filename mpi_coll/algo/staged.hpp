@@ -16,6 +16,12 @@
  *                                staged through host memory and the host
  *                                algorithm (recursive doubling, or ops
  *                                without a kernel) reduces it on the CPU.
+ *                                A staged-ring call whose pinned slots or
+ *                                device scratch cannot be allocated takes
+ *                                that whole-message path too (same wire
+ *                                schedule: the host ring), so one rank short
+ *                                of pinned memory never leaves its peers
+ *                                waiting.
  * Managed memory counts as device memory.
  */
 #ifndef DUALRAIL_ALGO_STAGED_HPP
@@ -61,6 +67,12 @@ class Staging {
     const dr_mem_ops_t *mem() const { return mem_; }
     size_t budget() const { return budget_; }
 
+    /* A staged-ring call that could not get its slots and ran on host memory instead. */
+    void note_fallback(const std::string &why);
+    /* Calls that fell back so far, and the reason of the last one (for one log line). */
+    unsigned long fallbacks() const { return fallbacks_; }
+    const std::string &fallback_reason() const { return fallback_reason_; }
+
     const dr_mem_ops_t *mem_;
     size_t budget_;
     void *reduce_stream = nullptr;        /* host-to-device copies and reductions */
@@ -73,6 +85,8 @@ class Staging {
   private:
     void release_slots();
     Scratch whole_;
+    unsigned long fallbacks_ = 0;
+    std::string fallback_reason_;
 };
 
 /* What the staged path needs beyond Params. */
@@ -98,10 +112,6 @@ int staged_path(const Params &p, const StagedArgs &a, const dr_mem_ops_t *mem);
  */
 dr_status_t allreduce_staged(Transport &t, const Params &p, const StagedArgs &a, Staging &s,
                              Scratch *scratch, std::string *err);
-
-/* The staged ring itself, for checked and normalized arguments (size >= 2, count >= 1). */
-dr_status_t allreduce_staged_ring(Transport &t, const Params &p, const StagedArgs &a, Staging &s,
-                                  std::string *err);
 
 } // namespace coll
 } // namespace dualrail

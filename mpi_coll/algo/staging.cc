@@ -112,6 +112,15 @@ dr_status_t Staging::reserve(size_t w, size_t bytes, std::string *err)
     return DR_OK;
 }
 
+void Staging::note_fallback(const std::string &why)
+{
+    ++fallbacks_;
+    try {
+        fallback_reason_ = why;
+    } catch (const std::bad_alloc &) {
+    }
+}
+
 void *Staging::whole(size_t bytes)
 {
     return whole_.reserve(bytes);

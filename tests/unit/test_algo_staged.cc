@@ -318,6 +318,105 @@ void test_table(void **state)
     }
 }
 
+/* The stand-in with its pinned host allocations failing: a rank short of pinned memory. */
+dr_status_t no_pinned(void **p, size_t)
+{
+    *p = nullptr;
+    return DR_ERR_NO_MEMORY;
+}
+
+const dr_mem_ops_t *standin_without_pinned()
+{
+    static dr_mem_ops_t ops = [] {
+        dr_mem_ops_t o = *dr_mem_standin();
+        o.host_alloc = no_pinned;
+        return o;
+    }();
+    return &ops;
+}
+
+/*
+ * One rank cannot allocate its staging slots on a staged-ring call: it takes
+ * the whole-message path (the host ring on a host copy) and every rank still
+ * finishes with the host path's result; the others stay on the staged ring.
+ * Before, that rank failed alone and its peers waited for their timeout.
+ */
+void test_pinned_shortage(void **state)
+{
+    (void)state;
+    const dr_mem_ops_t *mem = dr_mem_standin();
+    dr_mem_standin_set_lag(2);
+    const Type &ty = kTypes[1]; /* f32 sum */
+    const size_t count = 100003, bytes = count * ty.esz;
+    for (int n : {2, 3, 5}) {
+        const int short_rank = n - 2;
+        fake::Net net(n, kComm);
+        Failures fails;
+        fake::run_ranks(
+            n,
+            [&](int rank) {
+                fake::FakeTransport t(net, rank);
+                Staging staging(rank == short_rank ? standin_without_pinned() : mem, 1u << 20);
+                std::vector<unsigned char> input(bytes), got(bytes);
+                fill(ty, input.data(), count, rank, 17);
+                void *stream = nullptr, *drecv = nullptr;
+                mem->stream_create(&stream);
+                mem->device_alloc(&drecv, bytes);
+                mem->copy_async(drecv, input.data(), bytes, stream);
+                mem->stream_sync(stream);
+                Params p;
+                p.recvbuf = drecv;
+                p.count = count;
+                p.elem_size = ty.esz;
+                p.reduce = ty.fn;
+                p.rank = rank;
+                p.size = n;
+                p.comm_id = kComm;
+                p.timeout = 5; /* without the fallback the others fail here, not hang */
+                p.idle = fake::FakeTransport::idle;
+                p.idle_arg = &t;
+                StagedArgs a;
+                a.gpu_op = ty.gop;
+                a.gpu_type = ty.gtype;
+                const std::string who = "n=" + std::to_string(n) + " rank " + std::to_string(rank);
+                if (staged_path(p, a, mem) != kPathRing) {
+                    fails.add(who + ": not a staged-ring call");
+                }
+                std::string err;
+                if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
+                    fails.add(who + ": " + err);
+                }
+                mem->copy_async(got.data(), drecv, bytes, stream);
+                mem->stream_sync(stream);
+                std::vector<unsigned char> ref(input);
+                Params q = p;
+                q.recvbuf = ref.data();
+                q.seq = 1;
+                if (allreduce(t, q, nullptr, &err) != DR_OK) {
+                    fails.add(who + ": host reference: " + err);
+                } else if (memcmp(got.data(), ref.data(), bytes) != 0) {
+                    fails.add(who + ": differs from the host path");
+                }
+                const unsigned long want = rank == short_rank ? 1 : 0;
+                if (staging.fallbacks() != want ||
+                    (want == 1 && staging.fallback_reason().find("pinned") == std::string::npos)) {
+                    fails.add(who + ": " + std::to_string(staging.fallbacks()) +
+                              " fallback(s), reason '" + staging.fallback_reason() + "'");
+                }
+                mem->device_free(drecv);
+                mem->stream_destroy(stream);
+            },
+            60, "pinned shortage");
+        for (const std::string &v : net.violations()) {
+            fails.add("transport contract: " + v);
+        }
+        for (const std::string &l : fails.lines) {
+            print_error("%s\n", l.c_str());
+        }
+        assert_int_equal(fails.lines.size(), 0);
+    }
+}
+
 void test_math(void **state)
 {
     (void)state;
@@ -358,6 +457,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_math),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_pinned_shortage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
