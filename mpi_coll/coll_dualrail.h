@@ -61,6 +61,7 @@ typedef struct mca_coll_dualrail_component_t {
     double op_timeout;
     double spin_time;
     size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
+    int gpu_standin;              /* tests: the host stand-in's device memory counts as GPU memory */
 
     /* state */
     int output;
@@ -116,13 +117,16 @@ bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t
 typedef struct mca_coll_dualrail_reduce_ctx_t {
     struct ompi_op_t *op;
     struct ompi_datatype_t *dtype;
-    int wrap_sum;                 /* 1 or 2: an 8- or 16-bit integer MPI_SUM, done here */
+    int own;                      /* DUALRAIL_OWN_*: a pair Open MPI 4.1.4 gets wrong, done here */
 } mca_coll_dualrail_reduce_ctx_t;
 
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype);
 
 /* coll_dualrail_gpu.c: device buffers (staged through pinned host memory). */
+struct dr_mem_ops;
+/* The memory interface the component uses: CUDA's, or with gpu_standin the host stand-in. */
+const struct dr_mem_ops *mca_coll_dualrail_gpu_mem(void);
 int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf,
                                        void *rbuf, struct ompi_datatype_t *dtype,
                                        struct ompi_op_t *op, dr_allreduce_args_t *a, char *err,

@@ -111,7 +111,7 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
     char err[512];
     dr_status_t st;
     /* GPU buffers (issue 6): staged through pinned host memory; same wire schedule. */
-    if (dr_buffers_on_device(a.sendbuf, rbuf)) {
+    if (dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), a.sendbuf, rbuf)) {
         int rc = mca_coll_dualrail_allreduce_device(m, a.sendbuf, rbuf, dtype, op, &a, err,
                                                     sizeof(err), &st);
         if (rc != OMPI_SUCCESS) {

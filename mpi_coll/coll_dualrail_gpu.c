@@ -73,6 +73,12 @@ static int gpu_type_of(const struct ompi_datatype_t *d)
     return -1;
 }
 
+const struct dr_mem_ops *mca_coll_dualrail_gpu_mem(void)
+{
+    /* gpu_standin: tests of this glue on machines without a GPU (MCA parameter, level 9). */
+    return mca_coll_dualrail_component.gpu_standin ? dr_mem_standin() : dr_mem_cuda();
+}
+
 int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf, void *rbuf,
                                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                        dr_allreduce_args_t *a, char *err, size_t errlen,
@@ -83,7 +89,8 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
     (void)rbuf;
     if (m->staging == NULL) {
         /* Once per communicator: streams and events now, memory at the first ring call. */
-        if (dr_staging_create(NULL, cm->cuda_staging_size, &m->staging, err, errlen) != DR_OK) {
+        if (dr_staging_create(mca_coll_dualrail_gpu_mem(), cm->cuda_staging_size, &m->staging, err,
+                              errlen) != DR_OK) {
             opal_output(cm->output, "coll/dualrail: rank %d: device buffers on %s: %s",
                         cm->world_rank, m->comm ? m->comm->c_name : "?", err);
             /* Before any data moved; the peers that did get staging wait for this rank
@@ -133,7 +140,8 @@ void mca_coll_dualrail_gpu_report(void)
     if (cm->verbose < 1) {
         return; /* not even the GPU query: default verbosity behaves as without CUDA */
     }
-    if (!dr_mem_cuda()->available()) {
+    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
+    if (!mem->available()) {
         DUALRAIL_VERBOSE(1,
                          "coll/dualrail: rank %d: no usable gpu (or built without cuda): "
                          "host buffers only",
@@ -142,8 +150,8 @@ void mca_coll_dualrail_gpu_report(void)
     }
     /* Direct device transfers through UCX are not implemented: say what UCX could do. */
     DUALRAIL_VERBOSE(1,
-                     "coll/dualrail: rank %d: gpu found; device buffers are staged through "
+                     "coll/dualrail: rank %d: gpu found (%s); device buffers are staged through "
                      "pinned host memory (ucx %s cuda memory on every plane)",
-                     cm->world_rank,
+                     cm->world_rank, mem->name,
                      dr_mr_cuda_memory_supported(cm->mr) ? "reports" : "does not report");
 }

@@ -13,6 +13,7 @@
 #include "ompi/proc/proc.h"
 
 #include "dualrail/topo.h"
+#include "gpu/dr_gpu.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -337,12 +338,20 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: intercommunicator", comm->c_name);
         return NULL;
     }
-    if (ompi_comm_size(comm) < 2) {
+    const bool world = comm == &ompi_mpi_comm_world.comm;
+    /*
+     * A single process is coll/self's, except where a GPU is usable: coll/self copies a
+     * device buffer with memcpy (Debian's Open MPI has no CUDA support) and crashes, so
+     * once the job runs dualrail, single-process communicators are taken too (their host
+     * buffers are copied as coll/self would).
+     */
+    if (ompi_comm_size(comm) < 2 &&
+        (world || cm->state != MCA_COLL_DUALRAIL_STATE_ON ||
+         !mca_coll_dualrail_gpu_mem()->available())) {
         DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
                          comm->c_name);
         return NULL;
     }
-    const bool world = comm == &ompi_mpi_comm_world.comm;
     if (world) {
         if (cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN && cm->mr == NULL) {
             mr_init();

@@ -1,12 +1,19 @@
 /*
  * Datatype and op mapping for coll/dualrail, and the reduction callback.
  *
- * Reductions go through Open MPI's own op engine (ompi_op_reduce), with one
- * exception: Open MPI 4.1.4's AVX op component saturates 8- and 16-bit
- * integer sums in its vector loops instead of wrapping (upstream issue 8045;
- * measured here: 200 + 200 as uint8 gives 255, 30000 + 30000 as int16 gives
- * 32767, while the scalar tail wraps). MPI requires the wrapped value, so sums
- * of 8- and 16-bit integers are done here. Wider sums and products are right.
+ * Reductions go through Open MPI's own op engine (ompi_op_reduce), with two
+ * exceptions, done here because Open MPI 4.1.4 gets them wrong:
+ *   - its AVX op component saturates 8- and 16-bit integer sums in its vector
+ *     loops instead of wrapping (upstream issue 8045; measured here: 200 + 200
+ *     as uint8 gives 255, 30000 + 30000 as int16 gives 32767, while the scalar
+ *     tail wraps). MPI requires the wrapped value. Wider sums and products
+ *     are right.
+ *   - its base op component compares MPI_UNSIGNED_LONG as signed long in
+ *     MPI_MAX and MPI_MIN (upstream issue 10525, a 4.1.2 regression fixed
+ *     after 4.1.4; measured here: max(2^63, 2^61) gives 2^61, with or
+ *     without op/avx). MPI_UINT64_T and MPI_UNSIGNED_LONG_LONG are right.
+ * The GPU kernels (mpi_coll/gpu) compute every pair the MPI way, so host and
+ * device buffers give the same results.
  */
 #include "coll_dualrail.h"
 
@@ -52,19 +59,35 @@ bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t
     return true;
 }
 
+enum {
+    DUALRAIL_OWN_NONE = 0,
+    DUALRAIL_OWN_SUM8,  /* wrapping 8-bit sum */
+    DUALRAIL_OWN_SUM16, /* wrapping 16-bit sum */
+    DUALRAIL_OWN_UMAX,  /* unsigned long max */
+    DUALRAIL_OWN_UMIN   /* unsigned long min */
+};
+
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype)
 {
     ctx->op = op;
     ctx->dtype = dtype;
-    ctx->wrap_sum = op == &ompi_mpi_op_sum.op ? narrow_int(dtype) : 0;
+    ctx->own = DUALRAIL_OWN_NONE;
+    if (op == &ompi_mpi_op_sum.op && narrow_int(dtype) != 0) {
+        ctx->own = narrow_int(dtype) == 1 ? DUALRAIL_OWN_SUM8 : DUALRAIL_OWN_SUM16;
+    } else if (dtype == &ompi_mpi_unsigned_long.dt && op == &ompi_mpi_op_max.op) {
+        ctx->own = DUALRAIL_OWN_UMAX;
+    } else if (dtype == &ompi_mpi_unsigned_long.dt && op == &ompi_mpi_op_min.op) {
+        ctx->own = DUALRAIL_OWN_UMIN;
+    }
 }
 
 void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *arg)
 {
     const mca_coll_dualrail_reduce_ctx_t *ctx = arg;
-    /* Two's complement: signed and unsigned sums wrap identically as unsigned. */
-    if (ctx->wrap_sum == 1) {
+    switch (ctx->own) {
+    case DUALRAIL_OWN_SUM8: {
+        /* Two's complement: signed and unsigned sums wrap identically as unsigned. */
         const uint8_t *a = in;
         uint8_t *b = inout;
         for (size_t i = 0; i < count; ++i) {
@@ -72,7 +95,7 @@ void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *a
         }
         return;
     }
-    if (ctx->wrap_sum == 2) {
+    case DUALRAIL_OWN_SUM16: {
         const uint16_t *a = in;
         uint16_t *b = inout;
         for (size_t i = 0; i < count; ++i) {
@@ -80,5 +103,19 @@ void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *a
         }
         return;
     }
-    ompi_op_reduce(ctx->op, (void *)in, inout, count, ctx->dtype);
+    case DUALRAIL_OWN_UMAX:
+    case DUALRAIL_OWN_UMIN: {
+        const unsigned long *a = in;
+        unsigned long *b = inout;
+        const int max = ctx->own == DUALRAIL_OWN_UMAX;
+        for (size_t i = 0; i < count; ++i) {
+            if (max ? a[i] > b[i] : a[i] < b[i]) {
+                b[i] = a[i];
+            }
+        }
+        return;
+    }
+    default:
+        ompi_op_reduce(ctx->op, (void *)in, inout, count, ctx->dtype);
+    }
 }

@@ -20,9 +20,12 @@ struct dr_staging {
     dr_staging(const dr_mem_ops_t *mem, size_t budget) : staging(mem, budget) {}
 };
 
-extern "C" int dr_buffers_on_device(const void *sendbuf, const void *recvbuf)
+extern "C" int dr_buffers_on_device(const dr_mem_ops_t *mem, const void *sendbuf,
+                                    const void *recvbuf)
 {
-    const dr_mem_ops_t *mem = dr_mem_cuda();
+    if (mem == nullptr) {
+        mem = dr_mem_cuda();
+    }
     if (!mem->available()) {
         return 0; /* cached: one load and a branch on a machine without a GPU */
     }

@@ -20,8 +20,11 @@ extern "C" {
 
 typedef struct dr_staging dr_staging_t;
 
-/* Non-zero when either buffer is device or managed memory (NULL counts as host). */
-int dr_buffers_on_device(const void *sendbuf, const void *recvbuf);
+/*
+ * Non-zero when either buffer is device or managed memory of mem (NULL:
+ * dr_mem_cuda()); a NULL buffer counts as host.
+ */
+int dr_buffers_on_device(const dr_mem_ops_t *mem, const void *sendbuf, const void *recvbuf);
 
 /*
  * Per-communicator staging over mem (NULL: dr_mem_cuda()): streams and events

@@ -2,9 +2,15 @@
  * Host memory standing in for a GPU (dr_gpu.h): what the staged allreduce's
  * tests run on, on machines without a GPU.
  *
- *   - "Device" memory is an address range reserved with PROT_NONE and backed
- *     by a separate host allocation: a CPU access to a device pointer faults,
- *     as it would on a real GPU, while copies and reductions translate it.
+ *   - "Device" memory lies in one address window reserved with PROT_NONE, and
+ *     its bytes in a shadow window right above it (a device address plus the
+ *     window's size): a CPU access to a device pointer faults, as it would on
+ *     a real GPU, while copies and reductions translate it. The window sits
+ *     at a fixed address and its allocation pointer in the shadow's first
+ *     page, so every copy of this file in a process agrees on what is device
+ *     memory: a test program and the coll component (each links its own
+ *     copy) hand each other stand-in device buffers, as an MPI application
+ *     hands cudaMalloc'ed memory to MPI.
  *   - Copies and reductions are queued per stream and run by the CPU only
  *     when an event of that stream is polled (one operation per poll, after
  *     `lag` idle polls), so work completes late and in stream order; code that
@@ -15,11 +21,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <new>
 
@@ -50,13 +57,7 @@ struct Event {
     uint64_t recorded = 0, done = 0;
 };
 
-struct Region {
-    size_t len;
-    unsigned char *backing;
-};
-
-std::recursive_mutex g_mu;
-std::map<uintptr_t, Region> g_regions; /* base -> region */
+std::recursive_mutex g_mu; /* streams and events (device memory needs no lock) */
 unsigned g_lag = 0;
 uint64_t g_ops_run = 0;
 thread_local char g_err[256] = "";
@@ -67,27 +68,113 @@ dr_status_t fail(dr_status_t st, const char *what)
     return st;
 }
 
-const Region *find_region(const void *p, uintptr_t *base)
+/*
+ * The device window. Its first shadow page holds the shared header; each
+ * allocation is one header page in the shadow (its length) and then its
+ * pages, device side PROT_NONE throughout, shadow side read-write while
+ * allocated. Address space only: nothing is committed until allocated.
+ */
+constexpr uintptr_t kWindowAt = 0x3e0000000000ull;
+constexpr size_t kWindowSize = (size_t)256 << 30; /* 256 GiB of device addresses */
+constexpr uint64_t kMagic = 0x64722d7374616e64ull; /* "dr-stand" */
+
+struct Header {
+    std::atomic<uint64_t> magic;
+    std::atomic<uint64_t> next; /* offset of the next allocation's header page */
+};
+
+struct Window {
+    uintptr_t base = 0; /* 0: no window (device_alloc fails) */
+    Header *hdr = nullptr;
+    size_t page = 4096;
+    char why[160] = "";
+};
+
+/* Whether [a, a + len) is an anonymous read-write mapping of this process (one-time check). */
+bool mapped_rw(uintptr_t a, size_t len)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == nullptr) {
+        return false;
+    }
+    char line[512];
+    bool ok = false;
+    while (!ok && fgets(line, sizeof(line), f) != nullptr) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = "";
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3) {
+            ok = lo <= a && a + len <= hi && perms[0] == 'r' && perms[1] == 'w';
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
+Window make_window()
+{
+    Window w;
+    w.page = (size_t)sysconf(_SC_PAGESIZE);
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void *a = mmap((void *)kWindowAt, 2 * kWindowSize, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1,
+                   0);
+    uintptr_t shared = kWindowAt + kWindowSize;
+    if (a == MAP_FAILED && errno == EEXIST && mapped_rw(shared, w.page)) {
+        /* Another copy of the stand-in made it: wait (bounded) for its header. */
+        w.base = kWindowAt;
+        w.hdr = reinterpret_cast<Header *>(shared);
+        for (int i = 0; i < 100000 && w.hdr->magic.load(std::memory_order_acquire) != kMagic;
+             ++i) {
+            usleep(10);
+        }
+        if (w.hdr->magic.load(std::memory_order_acquire) != kMagic) {
+            snprintf(w.why, sizeof(w.why), "the device window at %#lx is not the stand-in's",
+                     (unsigned long)kWindowAt);
+            w.base = 0;
+        }
+        return w;
+    }
+    if (a != MAP_FAILED && (uintptr_t)a != kWindowAt) {
+        /* A kernel without MAP_FIXED_NOREPLACE took the address as a hint: a window of
+         * this copy's own (other copies in the process will not see its buffers). */
+    } else if (a == MAP_FAILED) {
+        a = mmap(nullptr, 2 * kWindowSize, PROT_NONE, flags, -1, 0);
+        if (a == MAP_FAILED) {
+            snprintf(w.why, sizeof(w.why), "cannot reserve %zu GiB of address space",
+                     2 * kWindowSize >> 30);
+            return w;
+        }
+    }
+    w.base = (uintptr_t)a;
+    w.hdr = reinterpret_cast<Header *>(w.base + kWindowSize);
+    if (mprotect(w.hdr, w.page, PROT_READ | PROT_WRITE) != 0) {
+        munmap(a, 2 * kWindowSize);
+        snprintf(w.why, sizeof(w.why), "cannot map the device window's header");
+        w.base = 0;
+        return w;
+    }
+    w.hdr->next.store(w.page, std::memory_order_relaxed);
+    w.hdr->magic.store(kMagic, std::memory_order_release);
+    return w;
+}
+
+const Window &window()
+{
+    static const Window w = make_window();
+    return w;
+}
+
+bool in_window(const Window &w, const void *p)
 {
     const uintptr_t a = (uintptr_t)p;
-    auto it = g_regions.upper_bound(a);
-    if (it == g_regions.begin()) {
-        return nullptr;
-    }
-    --it;
-    if (a - it->first < it->second.len) {
-        *base = it->first;
-        return &it->second;
-    }
-    return nullptr;
+    return w.base != 0 && a >= w.base + w.page &&
+           a < w.base + w.hdr->next.load(std::memory_order_acquire);
 }
 
 /* The memory a (possibly device) pointer really names. */
 const void *real(const void *p)
 {
-    uintptr_t base;
-    const Region *r = find_region(p, &base);
-    return r != nullptr ? r->backing + ((uintptr_t)p - base) : p;
+    const Window &w = window();
+    return in_window(w, p) ? static_cast<const char *>(p) + kWindowSize : p;
 }
 
 void *real_mut(void *p)
@@ -146,9 +233,7 @@ int standin_available(void)
 
 dr_mem_kind_t standin_kind(const void *p)
 {
-    std::lock_guard<std::recursive_mutex> lk(g_mu);
-    uintptr_t base;
-    return find_region(p, &base) != nullptr ? DR_MEM_DEVICE : DR_MEM_HOST;
+    return in_window(window(), p) ? DR_MEM_DEVICE : DR_MEM_HOST;
 }
 
 dr_status_t standin_stream_create(void **stream)
@@ -264,37 +349,41 @@ void standin_host_free(void *p)
 
 dr_status_t standin_device_alloc(void **p, size_t bytes)
 {
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t len = (bytes + page - 1) / page * page + page;
-    void *addr = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (addr == MAP_FAILED) {
-        return fail(DR_ERR_NO_MEMORY, "cannot reserve device address space");
+    const Window &w = window();
+    if (w.base == 0) {
+        return fail(DR_ERR_NO_MEMORY, w.why);
     }
-    unsigned char *backing = static_cast<unsigned char *>(malloc(len));
-    if (backing == nullptr) {
-        munmap(addr, len);
+    const size_t len = (bytes + w.page - 1) / w.page * w.page + w.page; /* + a guard page */
+    const uint64_t off = w.hdr->next.fetch_add(w.page + len, std::memory_order_acq_rel);
+    if (off + w.page + len > kWindowSize) {
+        return fail(DR_ERR_NO_MEMORY, "device window exhausted");
+    }
+    /* Shadow side: the header page (the length, for free), then the bytes. */
+    char *shadow = reinterpret_cast<char *>(w.base + kWindowSize + off);
+    if (mprotect(shadow, w.page + len, PROT_READ | PROT_WRITE) != 0) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for device backing");
     }
-    memset(backing, 0xdb, len); /* like fresh device memory: not zero */
-    std::lock_guard<std::recursive_mutex> lk(g_mu);
-    g_regions[(uintptr_t)addr] = Region{len, backing};
-    *p = addr;
+    memcpy(shadow, &len, sizeof(len));
+    memset(shadow + w.page, 0xdb, len); /* like fresh device memory: not zero */
+    *p = reinterpret_cast<void *>(w.base + off + w.page);
     return DR_OK;
 }
 
 void standin_device_free(void *p)
 {
-    if (p == nullptr) {
+    const Window &w = window();
+    if (p == nullptr || !in_window(w, p) || ((uintptr_t)p - w.base) % w.page != 0) {
         return;
     }
-    std::lock_guard<std::recursive_mutex> lk(g_mu);
-    auto it = g_regions.find((uintptr_t)p);
-    if (it == g_regions.end()) {
-        return;
+    char *shadow = static_cast<char *>(p) + kWindowSize - w.page;
+    size_t len = 0;
+    memcpy(&len, shadow, sizeof(len));
+    if (len == 0) {
+        return; /* freed already */
     }
-    munmap(p, it->second.len);
-    free(it->second.backing);
-    g_regions.erase(it);
+    /* Give the memory back; the addresses stay reserved (and device) for good. */
+    madvise(shadow, w.page + len, MADV_DONTNEED);
+    mprotect(shadow + w.page, len, PROT_NONE);
 }
 
 const char *standin_last_error(void)

@@ -5,15 +5,20 @@
 # "ethA" or "ethA,ethZ"): the job must agree to stay off dualrail everywhere,
 # say why, and still compute correctly through the previous module.
 # --stats asks for the per-plane table at MPI_Finalize and checks it.
-#   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [--stats] [-- args...]
+# --device runs the component with the host stand-in as its GPU
+# (coll_dualrail_gpu_standin; pass --device to allreduce_check too) and checks
+# that every rank staged device buffers on every communicator it used.
+#   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [--stats]
+#                    [--device] [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-stock=0 over=() mismatch= stats=0
+stock=0 over=() mismatch= stats=0 device=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stock) stock=1 ;;
     --oversubscribe) over=(--oversubscribe) ;;
     --stats) stats=1 ;;
+    --device) device=1 ;;
     --mismatch) mismatch=${2:?--mismatch needs a plane list}; shift ;;
     --) shift; break ;;
     *) echo "run_allreduce.sh: unknown option $1" >&2; exit 2 ;;
@@ -26,6 +31,7 @@ trap 'rm -f "$out"' EXIT
 mca=(--mca coll_dualrail_verbose 1)
 [ "$stock" -eq 1 ] || mca+=(--mca coll_dualrail_priority 100)
 [ "$stats" -eq 0 ] || mca+=(--mca coll_dualrail_stats 1)
+[ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
 rc=0
 if [ -n "$mismatch" ]; then
   # MPMD: the last rank is its own app context with its own plane list.
@@ -57,4 +63,9 @@ else
   # Module counters at communicator free: calls reached it, and the fallback cases went through.
   grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), [1-9][0-9]* handed to the previous module" "$out" ||
     fail "no evidence that allreduce calls reached coll/dualrail and the fallback cases the previous module"
+  if [ "$device" -eq 1 ]; then
+    # MPI_COMM_WORLD, the three derived communicators and MPI_COMM_SELF, on every rank.
+    n=$(grep -c "coll/dualrail: rank [0-9]*: staging for device buffers on " "$out" || true)
+    [ "$n" -eq $((5 * np)) ] || fail "device staging set up $n times, expected $((5 * np)) (5 communicators x $np ranks)"
+  fi
 fi
