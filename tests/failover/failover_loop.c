@@ -18,7 +18,7 @@
  *
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
- *                 [--mem-trace S] [--after-error N] [--timeline]
+ *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
  *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
@@ -40,6 +40,10 @@
  *                   promises that they run (on the previous module) or fail,
  *                   never hang. Each rank prints one line per call
  *   --timeline      rank 0 prints one line per iteration (epoch time, duration)
+ *   --device        the loop's buffers are "device" memory of the host stand-in
+ *                   for a GPU (mpi_coll/gpu/dr_gpu.h; run with
+ *                   coll_dualrail_gpu_standin 1): failover on the component's
+ *                   device path, without a GPU
  *
  * Output (rank 0 unless noted), for the driver:
  *   failover_loop: start EPOCH ...                    when the loop starts
@@ -61,12 +65,27 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu/dr_gpu.h"
+
 enum { EXIT_OK = 0, EXIT_WRONG = 1, EXIT_USAGE = 2, EXIT_MPI_ERROR = 3, EXIT_PEER_ERROR = 4 };
 enum { ST_OK = 0, ST_WRONG = 1, ST_MPI_ERROR = 3 };
 #define MAX_SIZES       8
 #define MAX_MEM_SAMPLES 2
 
 static int rank, nranks;
+static const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
+static void *dev_stream, *dev_in, *dev_out;
+
+/* --device: host <-> stand-in device copies around each call (outside the timed part). */
+static void dev_copy(void *dst, const void *src, size_t bytes)
+{
+    if (dev_mem->copy_async(dst, src, bytes, dev_stream) != DR_OK ||
+        dev_mem->stream_sync(dev_stream) != DR_OK) {
+        fprintf(stderr, "failover_loop: rank %d: stand-in copy: %s\n", rank,
+                dev_mem->last_error());
+        MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
+    }
+}
 
 static double epoch_now(void)
 {
@@ -137,7 +156,7 @@ static void usage(void)
         fprintf(stderr,
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
-                "[--after-error N] [--timeline]\n");
+                "[--after-error N] [--timeline] [--device]\n");
     }
 }
 
@@ -213,6 +232,8 @@ int main(int argc, char **argv)
             errors_return = 1;
         } else if (strcmp(a, "--timeline") == 0) {
             timeline = 1;
+        } else if (strcmp(a, "--device") == 0) {
+            dev_mem = dr_mem_standin();
         } else {
             bad = 1;
         }
@@ -233,6 +254,13 @@ int main(int argc, char **argv)
     int *in = malloc(max_bytes), *out = malloc(max_bytes);
     if (in == NULL || out == NULL) {
         fprintf(stderr, "failover_loop: rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
+    }
+    if (dev_mem != NULL && (dev_mem->stream_create(&dev_stream) != DR_OK ||
+                            dev_mem->device_alloc(&dev_in, max_bytes) != DR_OK ||
+                            dev_mem->device_alloc(&dev_out, max_bytes) != DR_OK)) {
+        fprintf(stderr, "failover_loop: rank %d: stand-in set-up: %s\n", rank,
+                dev_mem->last_error());
         MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
     }
     const int tri = nranks * (nranks - 1) / 2;
@@ -273,10 +301,25 @@ int main(int argc, char **argv)
             }
             memset(out, 0xa5, count * sizeof(int));
         }
+        const void *send = in_place ? MPI_IN_PLACE : in;
+        void *recv = dst;
+        if (dev_mem != NULL) {
+            dev_copy(dev_out, out, count * sizeof(int));
+            if (!in_place) {
+                dev_copy(dev_in, in, count * sizeof(int));
+                send = dev_in;
+            }
+            recv = dev_out;
+        }
         const double c0 = epoch_now();
-        int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, dst, (int)count, MPI_INT, MPI_SUM,
-                               MPI_COMM_WORLD);
+        int rc = MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         const double c1 = epoch_now();
+        if (dev_mem != NULL) {
+            dev_copy(out, dev_out, count * sizeof(int));
+            if (!in_place) {
+                dev_copy(in, dev_in, count * sizeof(int)); /* the send buffer is checked too */
+            }
+        }
         total_call += c1 - c0;
         if (c1 - c0 > slowest) {
             slowest = c1 - c0;
@@ -421,6 +464,11 @@ int main(int argc, char **argv)
     free(verdicts);
     free(in);
     free(out);
+    if (dev_mem != NULL) {
+        dev_mem->device_free(dev_in);
+        dev_mem->device_free(dev_out);
+        dev_mem->stream_destroy(dev_stream);
+    }
 
     int code = EXIT_OK;
     if (any_wrong || after_wrong) {

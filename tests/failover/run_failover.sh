@@ -42,7 +42,9 @@
 #   --fault-at S, --heal-at S, --np N (default: the lab's node count),
 #   --mca NAME VALUE (passed on; repeatable), --env NAME=VALUE (mpirun -x),
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
-#   lines), --keep-log FILE (the stamped log), and the bounds named above.
+#   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
+#   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
+#   that every rank staged them), and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
 #   first error within 8 s, job over within 30 s of the cut; slow: 50mbit /
@@ -73,7 +75,7 @@ esac
 # Defaults per mode: loop length, schedule, bounds.
 seconds=12 fault_at=3 heal_at=6.5 detect_max='' slow_max=3
 flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=
-peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0
+peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0 device=0
 rate_a=50mbit rate_b=500mbit keep_log=
 mca=()
 case $mode in
@@ -106,6 +108,7 @@ while [ $# -gt 0 ]; do
     --mca) mca+=(--mca "${2:?}" "${3:?}"); shift 2 ;;
     --env) mca+=(-x "${2:?}"); shift ;;
     --keep-log) keep_log=${2:?}; shift ;;
+    --device) device=1 ;;
     *) echo "run_failover.sh: unknown option $1" >&2; usage ;;
   esac
   shift
@@ -167,6 +170,10 @@ fi
 
 args=(--size "$size" --seconds "$seconds" --mem-after "$mem_after")
 mca+=(--mca coll_dualrail_priority 100 --mca coll_dualrail_verbose "$verbose" --mca coll_dualrail_stats 1)
+if [ "$device" -eq 1 ]; then
+  args+=(--device)
+  mca+=(--mca coll_dualrail_gpu_standin 1)
+fi
 if [ "$mode" = cut ]; then
   mca+=(--mca coll_dualrail_peer_timeout "$peer_timeout")
   [ "$fatal" -eq 1 ] || args+=(--errors-return)
@@ -241,6 +248,10 @@ rc=$(sed -n 's/^[0-9.]* JOB-EXIT \([0-9]*\)$/\1/p' "$log" | tail -1)
 [ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "the job hung: killed after $limit s"
 nstart=$(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$log" || true)
 [ "$nstart" -eq "$np" ] || fail "coll/dualrail ran on $nstart of $np ranks"
+if [ "$device" -eq 1 ]; then
+  n=$(grep -c "coll/dualrail: rank [0-9]*: staging for device buffers on MPI_COMM_WORLD" "$log" || true)
+  [ "$n" -eq "$np" ] || fail "device buffers staged on $n of $np ranks"
+fi
 if grep -q "WRONG RESULT" "$log"; then fail "wrong results: $(grep -m1 'WRONG RESULT' "$log" | cut -d' ' -f2-)"; fi
 
 # Plane transitions: "coll/dualrail rank R: peer P plane I (...) down: ..." / "... re-admitted ..."
