@@ -315,6 +315,7 @@ struct Launch {
     void *inout;
     size_t count;
     cudaStream_t stream;
+    cudaError_t err = cudaSuccess;
 
     template <int OP, typename T> void run()
     {
@@ -322,7 +323,7 @@ struct Launch {
                         std::is_same<T, BFloat16>::value) ||
                       OP <= DR_GPU_MAX) {
             const uintptr_t a = (uintptr_t)in, b = (uintptr_t)inout;
-            const bool bytewise = (a % sizeof(T)) != 0 || (b % sizeof(T)) != 0;
+            bool bytewise = (a % sizeof(T)) != 0 || (b % sizeof(T)) != 0;
             size_t head = count, nvec = 0;
             if (!bytewise && a % 16 == b % 16) {
                 head = ((16 - b % 16) % 16) / sizeof(T);
@@ -334,8 +335,20 @@ struct Launch {
             size_t blocks = (work + kThreads - 1) / kThreads;
             const size_t cap = (size_t)sm_count() * 8;
             blocks = blocks > cap ? cap : blocks == 0 ? 1 : blocks;
-            reduce_kernel<OP, T><<<(unsigned)blocks, kThreads, 0, stream>>>(
-                static_cast<const T *>(in), static_cast<T *>(inout), count, head, nvec, bytewise);
+            /*
+             * cudaLaunchKernel, not <<< >>> and cudaGetLastError: its status is this
+             * launch's alone. The last error may hold one left pending by an earlier
+             * call whose status was ignored (a free or destroy of ours, or the
+             * application's where it shares this runtime, e.g. the usual unchecked
+             * cudaErrorPeerAccessAlreadyEnabled): reading it would fail this reduction
+             * for nothing and swallow that error.
+             */
+            const T *tin = static_cast<const T *>(in);
+            T *tio = static_cast<T *>(inout);
+            size_t n = count;
+            void *args[] = {&tin, &tio, &n, &head, &nvec, &bytewise};
+            err = cudaLaunchKernel(reinterpret_cast<const void *>(&reduce_kernel<OP, T>),
+                                   dim3((unsigned)blocks), dim3(kThreads), args, 0, stream);
         }
     }
 };
@@ -360,6 +373,5 @@ extern "C" dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *ino
     }
     Launch l{in, inout, count, static_cast<cudaStream_t>(stream)};
     dispatch(op, type, l);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? DR_OK : fail(e, "reduction kernel launch");
+    return l.err == cudaSuccess ? DR_OK : fail(l.err, "reduction kernel launch");
 }

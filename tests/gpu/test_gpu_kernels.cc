@@ -154,6 +154,36 @@ bool check(int op, int type, size_t count, size_t off_in, size_t off_io, cudaStr
     return ok;
 }
 
+/*
+ * An error the application left pending (a runtime call it did not check)
+ * neither fails a reduction nor is swallowed by it: the launch's own status
+ * decides, and the application still finds its error afterwards.
+ */
+void check_pending_error(cudaStream_t s)
+{
+    float *d = nullptr;
+    if (cudaMalloc(&d, 64 * sizeof(float)) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc failed\n");
+        exit(1);
+    }
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    (void)cudaSetDevice(n + 7); /* cudaErrorInvalidDevice, left pending as an application would */
+    if (cudaPeekAtLastError() == cudaSuccess) {
+        printf("pending application error: the runtime keeps none here, not checked\n");
+    } else {
+        const dr_status_t st = dr_gpu_reduce(DR_GPU_SUM, DR_GPU_F32, d, d + 32, 32, s);
+        const cudaError_t left = cudaGetLastError();
+        if (st != DR_OK || left != cudaErrorInvalidDevice) {
+            fprintf(stderr, "FAIL pending application error: reduce status %d, error left %s\n",
+                    (int)st, cudaGetErrorName(left));
+            ++g_failures;
+        }
+    }
+    cudaStreamSynchronize(s);
+    cudaFree(d);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -169,6 +199,7 @@ int main(int argc, char **argv)
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    check_pending_error(s);
     const auto t0 = std::chrono::steady_clock::now();
     const size_t counts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 255, 1000, 4097, 65537, 1048579};
     /* (in, inout) byte offsets: aligned, equal misalignment (vector body), different
