@@ -25,8 +25,10 @@ int dr_buffers_on_device(const void *sendbuf, const void *recvbuf);
 
 /*
  * Per-communicator staging over mem (NULL: dr_mem_cuda()): streams and events
- * now, pinned and device memory at the first call that needs them. budget:
- * pinned host bytes for the ring's staging slots (0: 32 MiB).
+ * at the first call, on the device that holds its buffers (whichever device
+ * the calling thread is on), pinned and device memory at the first call that
+ * needs them. budget: pinned host bytes for the ring's staging slots (0: 32
+ * MiB). DR_ERR_NO_DEVICE when mem has no usable GPU.
  */
 dr_status_t dr_staging_create(const dr_mem_ops_t *mem, size_t budget, dr_staging_t **out, char *err,
                               size_t errlen);

@@ -13,7 +13,10 @@
  *           host buffers and ranks with device buffers run one collective.
  * Limits:   the ring's (kRingMaxRanks, kMaxSegments). Staging: `window`
  *           slots per direction (staged_window() of the budget), at least 2;
- *           a call whose segments do not fit grows the staging once.
+ *           a call whose segments do not fit grows the staging once. The
+ *           staging lives on the device of the first call's buffers and is
+ *           made current for each call; a receive buffer on another device
+ *           takes the whole-message path (no kernel may touch it).
  *
  * Units as in the ring: u = step * nseg + segment. Per unit, with slot
  * j = u % window and send staging i = s % window:
@@ -78,8 +81,14 @@ class StagedRing {
             return eng_.finish(st, err);
         }
         std::string why;
-        if ((st = s_.init(&why)) != DR_OK ||
+        /* Kernels go to the current device: the staging's, whichever the caller's thread is on. */
+        DeviceScope scope(mem_);
+        if ((st = s_.init(mem_->device_of(dst_), &why)) != DR_OK ||
+            (st = scope.enter(s_.device())) != DR_OK ||
             (st = s_.reserve(window_, slot_bytes_, &why)) != DR_OK) {
+            if (why.empty()) {
+                why = std::string("cannot use the staging's device: ") + mem_->last_error();
+            }
             return eng_.finish(eng_.set_error(st, "%s", why.c_str()), err);
         }
         eng_.set_scratch(s_.host_send, s_.window * s_.slot_bytes);
@@ -339,6 +348,19 @@ int staged_path(const Params &p, const StagedArgs &a, const dr_mem_ops_t *mem)
     return kPathWhole;
 }
 
+int staged_path(const Params &p, const StagedArgs &a, const Staging &s)
+{
+    const int path = staged_path(p, a, s.mem());
+    if (path == kPathRing && s.device() >= 0) {
+        /* A kernel on the staging's device may not touch another device's memory. */
+        const int dev = s.mem()->device_of(p.recvbuf);
+        if (dev >= 0 && dev != s.device()) {
+            return kPathWhole;
+        }
+    }
+    return path;
+}
+
 dr_status_t allreduce_staged_ring(Transport &t, const Params &p, const StagedArgs &a, Staging &s,
                                   std::string *err)
 {
@@ -363,7 +385,17 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
     }
     const size_t bytes = in.count * in.elem_size;
     std::string why;
-    dr_status_t st = s.init(&why);
+    /*
+     * The staging belongs to the device of the first call's buffers, not to
+     * whichever device the calling thread happens to be on (device 0 for a
+     * thread that never chose one); it is current for the whole call.
+     */
+    DeviceScope scope(mem);
+    dr_status_t st = s.init(mem->device_of(recv_dev ? in.recvbuf : in.sendbuf), &why);
+    if (st == DR_OK && (st = scope.enter(s.device())) != DR_OK) {
+        why =
+            std::string("staged allreduce: cannot use the staging's device: ") + mem->last_error();
+    }
     if (st != DR_OK) {
         if (err != nullptr) {
             *err = why;
@@ -380,7 +412,7 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
         p.sendbuf = nullptr;
         return allreduce(t, p, scratch, err);
     }
-    const int path = staged_path(p, a, mem);
+    const int path = staged_path(p, a, s);
     if (path == kPathRing && p.size >= 2) {
         return allreduce_staged_ring(t, p, a, s, err);
     }

@@ -37,6 +37,8 @@ using namespace dualrail::gpu;
 std::once_flag g_once;
 int g_available = 0;
 PFN_cuPointerGetAttributes_v7000 g_ptr_attrs = nullptr;
+PFN_cuCtxGetCurrent_v4000 g_ctx_get = nullptr;
+PFN_cuCtxSetCurrent_v4000 g_ctx_set = nullptr;
 thread_local char g_err[256] = "";
 
 dr_status_t fail(cudaError_t e, const char *what)
@@ -44,6 +46,19 @@ dr_status_t fail(cudaError_t e, const char *what)
     snprintf(g_err, sizeof(g_err), "cuda: %s: %s", what, cudaGetErrorString(e));
     (void)cudaGetLastError(); /* clear a non-sticky error so it is not reported twice */
     return e == cudaErrorMemoryAllocation ? DR_ERR_NO_MEMORY : DR_ERR_INVALID;
+}
+
+/* A driver function through the runtime (no link against libcuda); nullptr when missing. */
+void *driver(const char *name)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    return fn;
 }
 
 void detect()
@@ -54,15 +69,10 @@ void detect()
         g_available = 0;
         return;
     }
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess && fn != nullptr) {
-        g_ptr_attrs = reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(fn);
-    } else {
-        (void)cudaGetLastError();
-    }
+    g_ptr_attrs =
+        reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(driver("cuPointerGetAttributes"));
+    g_ctx_get = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(driver("cuCtxGetCurrent"));
+    g_ctx_set = reinterpret_cast<PFN_cuCtxSetCurrent_v4000>(driver("cuCtxSetCurrent"));
     g_available = 1;
 }
 
@@ -217,6 +227,78 @@ const char *cuda_last_error(void)
     return g_err;
 }
 
+int cuda_device_of(const void *p)
+{
+    if (p == nullptr || !cuda_available()) {
+        return -1;
+    }
+    if (g_ptr_attrs != nullptr) {
+        CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        unsigned int memtype = 0, managed = 0;
+        int ordinal = -1;
+        void *data[3] = {&memtype, &managed, &ordinal};
+        if (g_ptr_attrs(3, attrs, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+            return -1;
+        }
+        return (managed || memtype == CU_MEMORYTYPE_DEVICE) && ordinal >= 0 ? ordinal : -1;
+    }
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device >= 0
+               ? a.device
+               : -1;
+}
+
+int cuda_device_current(void)
+{
+    /* Creates no context: a thread that never chose a device is on device 0. */
+    int cur = 0;
+    if (cudaGetDevice(&cur) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return cur;
+}
+
+/*
+ * The thread's context is saved and put back as it was, not as a device
+ * number: cudaSetDevice(0) on a thread that had no context would create
+ * device 0's primary context (hundreds of MiB on GPU 0 for every rank whose
+ * MPI thread never touched CUDA), and would replace an application's own
+ * context by a primary one.
+ */
+dr_status_t cuda_device_enter(int device, void **saved)
+{
+    *saved = nullptr;
+    if (g_ctx_get == nullptr || g_ctx_set == nullptr) {
+        snprintf(g_err, sizeof(g_err), "cuda: the driver has no cuCtxGetCurrent/cuCtxSetCurrent");
+        return DR_ERR_NO_DEVICE;
+    }
+    CUcontext prev = nullptr;
+    if (g_ctx_get(&prev) != CUDA_SUCCESS) {
+        snprintf(g_err, sizeof(g_err), "cuda: cannot read the thread's context");
+        return DR_ERR_INVALID;
+    }
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        return fail(e, "set device");
+    }
+    *saved = prev;
+    return DR_OK;
+}
+
+void cuda_device_leave(void *saved)
+{
+    if (g_ctx_set != nullptr) {
+        g_ctx_set(static_cast<CUcontext>(saved));
+    }
+}
+
 const dr_mem_ops_t kCuda = {
     "cuda",
     cuda_available,
@@ -236,6 +318,10 @@ const dr_mem_ops_t kCuda = {
     cuda_device_alloc,
     cuda_device_free,
     cuda_last_error,
+    cuda_device_of,
+    cuda_device_current,
+    cuda_device_enter,
+    cuda_device_leave,
 };
 
 /* ------------------------------------------------------------------ kernels */

@@ -10,6 +10,13 @@
  *     `lag` idle polls), so work completes late and in stream order; code that
  *     reads a staging buffer without waiting for its event reads stale data.
  *   - stream_wait_event is honoured across streams.
+ *   - DR_MEM_STANDIN_DEVICES devices, with a current one per thread
+ *     (device_enter): streams, events and device memory belong to the device
+ *     current at their creation; a reduction queued on a stream of another
+ *     device than the current one is refused (CUDA fails such a launch), and
+ *     one whose memory is on another device than its stream's faults when it
+ *     runs: the stream's events and stream_sync report it from then on, as
+ *     CUDA reports an illegal address. Copies may cross devices.
  * One mutex guards everything: the tests run one thread per rank.
  */
 #include <sys/mman.h>
@@ -43,16 +50,20 @@ struct Op {
 struct Stream {
     std::deque<Op> q;
     unsigned idle_polls = 0;
+    int device = 0;
+    const char *fault = nullptr; /* a reduction touched another device's memory */
 };
 
 struct Event {
     Stream *stream = nullptr;
     uint64_t recorded = 0, done = 0;
+    int device = 0;
 };
 
 struct Region {
     size_t len;
     unsigned char *backing;
+    int device;
 };
 
 std::recursive_mutex g_mu;
@@ -60,6 +71,7 @@ std::map<uintptr_t, Region> g_regions; /* base -> region */
 unsigned g_lag = 0;
 uint64_t g_ops_run = 0;
 thread_local char g_err[256] = "";
+thread_local int g_device = 0; /* like CUDA's: per thread, device 0 until chosen */
 
 dr_status_t fail(dr_status_t st, const char *what)
 {
@@ -95,6 +107,14 @@ void *real_mut(void *p)
     return const_cast<void *>(real(p));
 }
 
+/* The device of a stand-in device pointer; -1 for host memory. */
+int device_of_locked(const void *p)
+{
+    uintptr_t base;
+    const Region *r = find_region(p, &base);
+    return r != nullptr ? r->device : -1;
+}
+
 bool run_one(Stream *s);
 
 /* Make progress toward ev's ticket; true when it has been reached. */
@@ -122,10 +142,17 @@ bool run_one(Stream *s)
         }
         ++g_ops_run;
         break;
-    case Op::kReduce:
-        dualrail::gpu::host_reduce(o.op, o.type, real(o.src), real_mut(o.dst), o.bytes);
+    case Op::kReduce: {
+        const int ds = device_of_locked(o.src), dd = device_of_locked(o.dst);
+        if ((ds >= 0 && ds != s->device) || (dd >= 0 && dd != s->device)) {
+            s->fault = "a reduction on a stream of one device touched memory of another "
+                       "(an illegal address without peer access)";
+        } else if (s->fault == nullptr) {
+            dualrail::gpu::host_reduce(o.op, o.type, real(o.src), real_mut(o.dst), o.bytes);
+        }
         ++g_ops_run;
         break;
+    }
     case Op::kRecord:
         o.ev->done = o.ticket;
         break;
@@ -157,6 +184,7 @@ dr_status_t standin_stream_create(void **stream)
     if (s == nullptr) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for a stream");
     }
+    s->device = g_device;
     *stream = s;
     return DR_OK;
 }
@@ -176,6 +204,7 @@ dr_status_t standin_event_create(void **event)
     if (e == nullptr) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for an event");
     }
+    e->device = g_device;
     *event = e;
     return DR_OK;
 }
@@ -190,6 +219,9 @@ dr_status_t standin_event_record(void *event, void *stream)
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     Event *e = static_cast<Event *>(event);
     Stream *s = static_cast<Stream *>(stream);
+    if (e->device != s->device) {
+        return fail(DR_ERR_INVALID, "event record: event and stream of different devices");
+    }
     e->stream = s;
     ++e->recorded;
     s->q.push_back(Op{Op::kRecord, nullptr, nullptr, 0, 0, 0, e, e->recorded});
@@ -200,6 +232,9 @@ dr_status_t standin_event_query(void *event)
 {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     Event *e = static_cast<Event *>(event);
+    if (e->stream != nullptr && e->stream->fault != nullptr) {
+        return fail(DR_ERR_INVALID, e->stream->fault);
+    }
     if (e->done >= e->recorded) {
         return DR_OK;
     }
@@ -211,6 +246,9 @@ dr_status_t standin_event_query(void *event)
     }
     s->idle_polls = 0;
     run_one(s);
+    if (s->fault != nullptr) {
+        return fail(DR_ERR_INVALID, s->fault);
+    }
     return e->done >= e->recorded ? DR_OK : DR_INPROGRESS;
 }
 
@@ -229,6 +267,9 @@ dr_status_t standin_stream_sync(void *stream)
     Stream *s = static_cast<Stream *>(stream);
     while (run_one(s)) {
     }
+    if (s->fault != nullptr) {
+        return fail(DR_ERR_INVALID, s->fault);
+    }
     return s->q.empty() ? DR_OK : fail(DR_ERR_INVALID, "stream blocked on an event never reached");
 }
 
@@ -246,6 +287,9 @@ dr_status_t standin_reduce_async(int op, int type, const void *in, void *inout, 
         return fail(DR_ERR_INVALID, "no reduction for this (op, type)");
     }
     std::lock_guard<std::recursive_mutex> lk(g_mu);
+    if (static_cast<Stream *>(stream)->device != g_device) {
+        return fail(DR_ERR_INVALID, "reduction launch: the stream is not of the current device");
+    }
     static_cast<Stream *>(stream)->q.push_back(
         Op{Op::kReduce, inout, in, count, op, type, nullptr, 0});
     return DR_OK;
@@ -277,7 +321,7 @@ dr_status_t standin_device_alloc(void **p, size_t bytes)
     }
     memset(backing, 0xdb, len); /* like fresh device memory: not zero */
     std::lock_guard<std::recursive_mutex> lk(g_mu);
-    g_regions[(uintptr_t)addr] = Region{len, backing};
+    g_regions[(uintptr_t)addr] = Region{len, backing, g_device};
     *p = addr;
     return DR_OK;
 }
@@ -302,6 +346,32 @@ const char *standin_last_error(void)
     return g_err;
 }
 
+int standin_device_of(const void *p)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    return device_of_locked(p);
+}
+
+int standin_device_current(void)
+{
+    return g_device;
+}
+
+dr_status_t standin_device_enter(int device, void **saved)
+{
+    *saved = reinterpret_cast<void *>((intptr_t)g_device);
+    if (device < 0 || device >= DR_MEM_STANDIN_DEVICES) {
+        return fail(DR_ERR_INVALID, "no such device");
+    }
+    g_device = device;
+    return DR_OK;
+}
+
+void standin_device_leave(void *saved)
+{
+    g_device = (int)reinterpret_cast<intptr_t>(saved);
+}
+
 const dr_mem_ops_t kStandin = {
     "standin",
     standin_available,
@@ -321,6 +391,10 @@ const dr_mem_ops_t kStandin = {
     standin_device_alloc,
     standin_device_free,
     standin_last_error,
+    standin_device_of,
+    standin_device_current,
+    standin_device_enter,
+    standin_device_leave,
 };
 
 } // namespace

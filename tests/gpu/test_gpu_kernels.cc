@@ -8,12 +8,15 @@
  * subnormals: NaN results must carry the same bits as the reference's.
  * Exit 77 (ctest: skipped) when no GPU is usable.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gpu/dr_gpu.h"
@@ -184,6 +187,97 @@ void check_pending_error(cudaStream_t s)
     cudaFree(d);
 }
 
+/*
+ * Pointer classes as the driver reports them: pageable and pinned host memory
+ * are host memory, cudaMalloc'ed memory (and an address inside it) is device
+ * memory of this device, managed memory is managed; the current device is
+ * the runtime's, and entering another device and leaving gives the thread its
+ * context back; none of it leaves an error pending.
+ */
+void check_pointer_kinds()
+{
+    const dr_mem_ops_t *m = dr_mem_cuda();
+    int stack = 0, cur = -1;
+    std::vector<char> heap(4096);
+    void *pinned = nullptr, *dev = nullptr, *managed = nullptr;
+    if (cudaHostAlloc(&pinned, 4096, cudaHostAllocPortable) != cudaSuccess ||
+        cudaMalloc(&dev, 4096) != cudaSuccess ||
+        cudaMallocManaged(&managed, 4096, cudaMemAttachGlobal) != cudaSuccess) {
+        fprintf(stderr, "allocation for the pointer kinds failed\n");
+        exit(1);
+    }
+    cudaGetDevice(&cur);
+    struct {
+        const char *what;
+        const void *p;
+        dr_mem_kind_t kind;
+        int device;
+    } cases[] = {
+        {"stack", &stack, DR_MEM_HOST, -1},
+        {"heap", heap.data() + 1, DR_MEM_HOST, -1},
+        {"pinned", static_cast<char *>(pinned) + 100, DR_MEM_HOST, -1},
+        {"device", dev, DR_MEM_DEVICE, cur},
+        {"device + 4095", static_cast<char *>(dev) + 4095, DR_MEM_DEVICE, cur},
+        /* managed: this device or -1 (then the staging takes the current device) */
+        {"managed", static_cast<char *>(managed) + 8, DR_MEM_MANAGED, cur},
+    };
+    for (const auto &c : cases) {
+        const dr_mem_kind_t k = m->kind(c.p);
+        const int d = m->device_of(c.p);
+        const bool managed_ok = c.kind == DR_MEM_MANAGED && d == -1;
+        if (k != c.kind || (d != c.device && !managed_ok)) {
+            fprintf(stderr, "FAIL pointer kind of %s: kind %d device %d, expected %d and %d\n",
+                    c.what, (int)k, d, (int)c.kind, c.device);
+            ++g_failures;
+        }
+    }
+    if (m->device_current() != cur) {
+        fprintf(stderr, "FAIL device_current: %d, runtime %d\n", m->device_current(), cur);
+        ++g_failures;
+    }
+    void *saved = nullptr;
+    int after = -1;
+    if (m->device_enter(cur, &saved) != DR_OK) {
+        fprintf(stderr, "FAIL device_enter(%d): %s\n", cur, m->last_error());
+        ++g_failures;
+    } else {
+        m->device_leave(saved);
+        cudaGetDevice(&after);
+        if (after != cur) {
+            fprintf(stderr, "FAIL device_leave: on device %d, was %d\n", after, cur);
+            ++g_failures;
+        }
+    }
+    /* A thread that never touched CUDA has no context, and must have none after a call. */
+    void *get = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q) ==
+            cudaSuccess &&
+        q == cudaDriverEntryPointSuccess) {
+        std::thread([&] {
+            CUcontext before = nullptr, ctx = nullptr;
+            reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(get)(&before);
+            void *sv = nullptr;
+            if (before == nullptr && m->device_enter(cur, &sv) == DR_OK) {
+                m->device_leave(sv);
+                reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(get)(&ctx);
+                if (ctx != nullptr) {
+                    fprintf(stderr, "FAIL device_leave left a context on a fresh thread\n");
+                    ++g_failures;
+                }
+            }
+        }).join();
+    }
+    if (cudaPeekAtLastError() != cudaSuccess) {
+        fprintf(stderr, "FAIL pointer queries left an error pending: %s\n",
+                cudaGetErrorName(cudaGetLastError()));
+        ++g_failures;
+    }
+    cudaFreeHost(pinned);
+    cudaFree(dev);
+    cudaFree(managed);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -199,6 +293,7 @@ int main(int argc, char **argv)
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    check_pointer_kinds();
     check_pending_error(s);
     const auto t0 = std::chrono::steady_clock::now();
     const size_t counts[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 255, 1000, 4097, 65537, 1048579};
