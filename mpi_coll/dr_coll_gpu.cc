@@ -22,10 +22,12 @@ struct dr_staging {
 
 extern "C" int dr_buffers_on_device(const void *sendbuf, const void *recvbuf)
 {
+    /*
+     * kind() even without a usable GPU: cached "host" (one load and a branch)
+     * where there is no driver, but a device buffer is still seen where the
+     * driver is too old for our runtime, and then refused, not read by the CPU.
+     */
     const dr_mem_ops_t *mem = dr_mem_cuda();
-    if (!mem->available()) {
-        return 0; /* cached: one load and a branch on a machine without a GPU */
-    }
     return (sendbuf != nullptr && mem->kind(sendbuf) != DR_MEM_HOST) ||
            (recvbuf != nullptr && mem->kind(recvbuf) != DR_MEM_HOST);
 }
@@ -38,7 +40,9 @@ extern "C" dr_status_t dr_staging_create(const dr_mem_ops_t *mem, size_t budget,
         mem = dr_mem_cuda();
     }
     if (!mem->available()) {
-        set_err(err, errlen, "staging: no usable GPU");
+        set_err(err, errlen,
+                "staging: no usable GPU (none, or a driver older than this build's CUDA runtime "
+                "needs)");
         return DR_ERR_NO_DEVICE;
     }
     /* Streams and events come with the first call: they belong to its buffers' device. */

@@ -20,7 +20,11 @@ extern "C" {
 
 typedef struct dr_staging dr_staging_t;
 
-/* Non-zero when either buffer is device or managed memory (NULL counts as host). */
+/*
+ * Non-zero when either buffer is device or managed memory (NULL counts as
+ * host), also where the driver is too old for this build's runtime (the call
+ * then fails with no usable GPU instead of the CPU reading device memory).
+ */
 int dr_buffers_on_device(const void *sendbuf, const void *recvbuf);
 
 /*

@@ -7,7 +7,10 @@
  *   - dr_mem_cuda()    the CUDA runtime (dr_gpu_cuda.cu), linked statically so
  *                      the component loads on machines without a driver; with
  *                      no driver or no device it reports "no GPU" once, caches
- *                      that, and every pointer is host memory;
+ *                      that, and every pointer is host memory (but with a
+ *                      driver too old for the runtime, kind() still asks
+ *                      libcuda, so the application's device buffers are
+ *                      refused rather than read by the CPU);
  *   - dr_mem_standin() host memory standing in for a GPU (dr_gpu_standin.cc):
  *                      "device" regions whose addresses fault on any CPU
  *                      access, copies and reductions done by the CPU, and

@@ -5,7 +5,14 @@
  * Detection. The first call asks the runtime for devices
  * (cudaGetDeviceCount). No driver, no device or any error: "no GPU", cached,
  * never printed, and every pointer is host memory from then on at the cost
- * of one load. With a GPU, pointers are classified with the driver's
+ * of one load. One exception: a driver older than this runtime needs (CUDA
+ * 13 needs r580) while the application's own runtime is content with it.
+ * The application may then hold device buffers that the host path would
+ * read with the CPU and crash on; so when libcuda is there, pointers are
+ * still classified through it (dlopen, cuPointerGetAttributes: it answers
+ * "not initialized", host memory, until the application initialized CUDA),
+ * and a device buffer is refused by the staging (no usable GPU) instead.
+ * With a GPU, pointers are classified with the driver's
  * cuPointerGetAttributes, fetched through the runtime (no link against
  * libcuda, so the component still loads where there is none); it answers
  * for host pointers without creating a context, unlike
@@ -21,6 +28,7 @@
 #include <cuda.h> /* types and enums only: the driver is reached through the runtime */
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
@@ -61,12 +69,31 @@ void *driver(const char *name)
     return fn;
 }
 
+/* No usable runtime but a driver: classify pointers with libcuda itself (see the top). */
+void detect_driver_only()
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        return; /* no driver at all: no device buffer can exist */
+    }
+    void *fn = dlsym(lib, "cuPointerGetAttributes");
+    if (fn == nullptr) {
+        dlclose(lib);
+        return;
+    }
+    g_ptr_attrs = reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(fn); /* lib stays loaded */
+}
+
 void detect()
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
         (void)cudaGetLastError();
         g_available = 0;
+        if (e == cudaErrorInsufficientDriver) { /* also what a machine without libcuda says */
+            detect_driver_only();
+        }
         return;
     }
     g_ptr_attrs =
@@ -84,7 +111,7 @@ int cuda_available(void)
 
 dr_mem_kind_t cuda_kind(const void *p)
 {
-    if (p == nullptr || !cuda_available()) {
+    if (p == nullptr || (!cuda_available() && g_ptr_attrs == nullptr)) {
         return DR_MEM_HOST;
     }
     if (g_ptr_attrs != nullptr) {
