@@ -83,7 +83,7 @@ class StagedRing {
         std::string why;
         /* Kernels go to the current device: the staging's, whichever the caller's thread is on. */
         DeviceScope scope(mem_);
-        if ((st = s_.init(mem_->device_of(dst_), &why)) != DR_OK ||
+        if ((st = s_.init(mem_device_of(mem_, dst_), &why)) != DR_OK ||
             (st = scope.enter(s_.device())) != DR_OK ||
             (st = s_.reserve(window_, slot_bytes_, &why)) != DR_OK) {
             if (why.empty()) {
@@ -353,7 +353,7 @@ int staged_path(const Params &p, const StagedArgs &a, const Staging &s)
     const int path = staged_path(p, a, s.mem());
     if (path == kPathRing && s.device() >= 0) {
         /* A kernel on the staging's device may not touch another device's memory. */
-        const int dev = s.mem()->device_of(p.recvbuf);
+        const int dev = mem_device_of(s.mem(), p.recvbuf);
         if (dev >= 0 && dev != s.device()) {
             return kPathWhole;
         }
@@ -391,7 +391,7 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
      * thread that never chose one); it is current for the whole call.
      */
     DeviceScope scope(mem);
-    dr_status_t st = s.init(mem->device_of(recv_dev ? in.recvbuf : in.sendbuf), &why);
+    dr_status_t st = s.init(mem_device_of(mem, recv_dev ? in.recvbuf : in.sendbuf), &why);
     if (st == DR_OK && (st = scope.enter(s.device())) != DR_OK) {
         why =
             std::string("staged allreduce: cannot use the staging's device: ") + mem->last_error();

@@ -35,6 +35,12 @@
 namespace dualrail {
 namespace coll {
 
+/* The device of p (dr_mem_ops_t::device_of); -1 also for a table without device functions. */
+inline int mem_device_of(const dr_mem_ops_t *mem, const void *p)
+{
+    return mem->device_of != nullptr ? mem->device_of(p) : -1;
+}
+
 /*
  * Makes a device current on this thread for a scope and gives the caller's
  * back at its end (dr_gpu.h: kernels run on the current device, and the

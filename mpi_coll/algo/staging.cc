@@ -19,7 +19,8 @@ DeviceScope::~DeviceScope()
 dr_status_t DeviceScope::enter(int device)
 {
     /* Already there: nothing is touched (an application's own context stays current). */
-    if (device < 0 || switched_ || mem_->device_current() == device) {
+    if (device < 0 || switched_ || mem_->device_enter == nullptr ||
+        mem_->device_current == nullptr || mem_->device_current() == device) {
         return DR_OK;
     }
     dr_status_t st = mem_->device_enter(device, &saved_);
@@ -76,7 +77,9 @@ dr_status_t Staging::init(int device, std::string *err)
     }
     DeviceScope scope(mem_);
     dr_status_t st = scope.enter(device);
-    const int cur = device >= 0 ? device : mem_->device_current();
+    const int cur = device >= 0                       ? device
+                    : mem_->device_current != nullptr ? mem_->device_current()
+                                                      : 0;
     if (st == DR_OK && cur < 0) {
         st = DR_ERR_NO_DEVICE;
     }

@@ -127,6 +127,10 @@ typedef struct dr_mem_ops {
     /* Why the last call of this thread failed (never NULL). */
     const char *(*last_error)(void);
 
+    /*
+     * Devices. A table may leave these four NULL (a table written before
+     * them): callers then treat it as one device, always current.
+     */
     /* The device that holds p (device or managed memory); -1 for host memory or unknown. */
     int (*device_of)(const void *p);
     /* The thread's current device (0 for a thread that never chose one); -1 on error. */

@@ -423,6 +423,75 @@ void test_devices(void **state)
     assert_int_equal(fails.lines.size(), 0);
 }
 
+/* A table written before the device functions (left NULL): one device, always current. */
+void test_table_without_devices(void **state)
+{
+    (void)state;
+    dr_mem_ops_t old = *dr_mem_standin();
+    old.device_of = nullptr;
+    old.device_current = nullptr;
+    old.device_enter = nullptr;
+    old.device_leave = nullptr;
+    const dr_mem_ops_t *mem = &old;
+    const int n = 2;
+    const size_t count = 1001;
+    const Type &ty = kTypes[0]; /* u32 sum */
+    fake::Net net(n, kComm);
+    Failures fails;
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Staging staging(mem, 8u << 20);
+            const size_t bytes = count * ty.esz;
+            std::vector<unsigned char> input(bytes), got(bytes);
+            fill(ty, input.data(), count, rank, 5);
+            void *stream = nullptr, *drecv = nullptr;
+            mem->stream_create(&stream);
+            mem->device_alloc(&drecv, bytes);
+            mem->copy_async(drecv, input.data(), bytes, stream);
+            mem->stream_sync(stream);
+            Params p;
+            p.recvbuf = drecv;
+            p.count = count;
+            p.elem_size = ty.esz;
+            p.reduce = ty.fn;
+            p.rank = rank;
+            p.size = n;
+            p.comm_id = kComm;
+            p.algorithm = kAlgoRing;
+            p.timeout = 60;
+            p.idle = fake::FakeTransport::idle;
+            p.idle_arg = &t;
+            StagedArgs a;
+            a.gpu_op = ty.gop;
+            a.gpu_type = ty.gtype;
+            std::string err;
+            if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
+                fails.add("rank " + std::to_string(rank) + ": " + err);
+            }
+            mem->copy_async(got.data(), drecv, bytes, stream);
+            mem->stream_sync(stream);
+            std::vector<unsigned char> ref(input);
+            Params q = p;
+            q.recvbuf = ref.data();
+            q.seq = 1;
+            if (allreduce(t, q, nullptr, &err) != DR_OK || memcmp(got.data(), ref.data(), bytes)) {
+                fails.add("rank " + std::to_string(rank) + ": differs from the host path");
+            }
+            if (staging.device() != 0) {
+                fails.add("rank " + std::to_string(rank) + ": staging not on device 0");
+            }
+            mem->device_free(drecv);
+            mem->stream_destroy(stream);
+        },
+        60, "staged allreduce, table without device functions");
+    for (const std::string &l : fails.lines) {
+        print_error("%s\n", l.c_str());
+    }
+    assert_int_equal(fails.lines.size(), 0);
+}
+
 void test_table(void **state)
 {
     (void)state;
@@ -471,6 +540,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_math),
         cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_table_without_devices),
         cmocka_unit_test(test_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
