@@ -88,13 +88,14 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
     (void)sbuf;
     (void)rbuf;
     if (m->staging == NULL) {
-        /* Once per communicator: streams and events now, memory at the first ring call. */
+        /* Once per communicator; streams, events and memory come with the call, on the
+         * device of its buffers (not necessarily the thread's current one). */
         if (dr_staging_create(mca_coll_dualrail_gpu_mem(), cm->cuda_staging_size, &m->staging, err,
                               errlen) != DR_OK) {
             opal_output(cm->output, "coll/dualrail: rank %d: device buffers on %s: %s",
                         cm->world_rank, m->comm ? m->comm->c_name : "?", err);
             /* Before any data moved; the peers that did get staging wait for this rank
-             * until coll_dualrail_timeout (pinned memory ran out: the job is in trouble). */
+             * until coll_dualrail_timeout (out of memory: the job is in trouble). */
             return MPI_ERR_NO_MEM;
         }
         DUALRAIL_VERBOSE(1,

@@ -26,9 +26,11 @@ extern "C" int dr_buffers_on_device(const dr_mem_ops_t *mem, const void *sendbuf
     if (mem == nullptr) {
         mem = dr_mem_cuda();
     }
-    if (!mem->available()) {
-        return 0; /* cached: one load and a branch on a machine without a GPU */
-    }
+    /*
+     * kind() even without a usable GPU: cached "host" (one load and a branch)
+     * where there is no driver, but a device buffer is still seen where the
+     * driver is too old for our runtime, and then refused, not read by the CPU.
+     */
     return (sendbuf != nullptr && mem->kind(sendbuf) != DR_MEM_HOST) ||
            (recvbuf != nullptr && mem->kind(recvbuf) != DR_MEM_HOST);
 }
@@ -41,26 +43,16 @@ extern "C" dr_status_t dr_staging_create(const dr_mem_ops_t *mem, size_t budget,
         mem = dr_mem_cuda();
     }
     if (!mem->available()) {
-        set_err(err, errlen, "staging: no usable GPU");
+        set_err(err, errlen,
+                "staging: no usable GPU (none, or a driver older than this build's CUDA runtime "
+                "needs)");
         return DR_ERR_NO_DEVICE;
     }
+    /* Streams and events come with the first call: they belong to its buffers' device. */
     dr_staging_t *s = new (std::nothrow)
         dr_staging(mem, budget == 0 ? (size_t)DR_STAGING_BUDGET_DEFAULT : budget);
     if (s == nullptr) {
         set_err(err, errlen, "staging: out of memory");
-        return DR_ERR_NO_MEMORY;
-    }
-    try {
-        std::string why;
-        dr_status_t st = s->staging.init(&why);
-        if (st != DR_OK) {
-            set_err(err, errlen, why.c_str());
-            delete s;
-            return st;
-        }
-    } catch (...) {
-        delete s;
-        set_err(err, errlen, "staging: internal error");
         return DR_ERR_NO_MEMORY;
     }
     *out = s;
@@ -104,7 +96,7 @@ extern "C" const char *dr_allreduce_device_path(const dr_allreduce_args_t *a, in
     StagedArgs sa;
     sa.gpu_op = gpu_op;
     sa.gpu_type = gpu_type;
-    switch (staged_path(to_params(a), sa, s->staging.mem())) {
+    switch (staged_path(to_params(a), sa, s->staging)) {
     case kPathRing:
         return "staged ring";
     case kPathWhole:

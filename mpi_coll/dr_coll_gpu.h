@@ -22,14 +22,18 @@ typedef struct dr_staging dr_staging_t;
 
 /*
  * Non-zero when either buffer is device or managed memory of mem (NULL:
- * dr_mem_cuda()); a NULL buffer counts as host.
+ * dr_mem_cuda()); a NULL buffer counts as host. Also where the driver is too
+ * old for this build's runtime (the call then fails with no usable GPU
+ * instead of the CPU reading device memory).
  */
 int dr_buffers_on_device(const dr_mem_ops_t *mem, const void *sendbuf, const void *recvbuf);
 
 /*
  * Per-communicator staging over mem (NULL: dr_mem_cuda()): streams and events
- * now, pinned and device memory at the first call that needs them. budget:
- * pinned host bytes for the ring's staging slots (0: 32 MiB).
+ * at the first call, on the device that holds its buffers (whichever device
+ * the calling thread is on), pinned and device memory at the first call that
+ * needs them. budget: pinned host bytes for the ring's staging slots (0: 32
+ * MiB). DR_ERR_NO_DEVICE when mem has no usable GPU.
  */
 dr_status_t dr_staging_create(const dr_mem_ops_t *mem, size_t budget, dr_staging_t **out, char *err,
                               size_t errlen);

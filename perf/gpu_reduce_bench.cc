@@ -10,7 +10,10 @@
  *
  *   dualrail-gpu-reduce-bench [MiB]     (default 256)
  *
- * Exit 77 without a usable GPU. GB = 10^9 bytes.
+ * Exit 0 when the f32 sum reaches 80% of the measured copy, 1 when it does
+ * not or when any CUDA call or reduction failed (a failed launch would
+ * otherwise time as an absurd bandwidth), 77 without a usable GPU.
+ * GB = 10^9 bytes.
  */
 #include <cuda_runtime.h>
 
@@ -21,11 +24,32 @@
 
 namespace {
 
+/* Exits on a CUDA error: a number measured over failed work means nothing. */
+void check(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+
+/* Milliseconds between two events recorded on one stream, once the second is reached. */
 float time_ms(cudaEvent_t a, cudaEvent_t b)
 {
     float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
+    check(cudaEventSynchronize(b), "event synchronize (the timed work failed)");
+    check(cudaEventElapsedTime(&ms, a, b), "event elapsed time");
     return ms;
+}
+
+void reduce(int op, int type, const void *in, void *inout, size_t count, cudaStream_t s)
+{
+    const dr_status_t st = dr_gpu_reduce(op, type, in, inout, count, s);
+    if (st != DR_OK) {
+        fprintf(stderr, "dr_gpu_reduce %s %s: %s\n", dr_gpu_op_name(op), dr_gpu_type_name(type),
+                dr_mem_cuda()->last_error());
+        exit(1);
+    }
 }
 
 } // namespace
@@ -48,22 +72,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot allocate 2 x %zu MiB on the device\n", mib);
         return 1;
     }
-    cudaMemset(a, 0, bytes);
-    cudaMemset(b, 0, bytes);
+    check(cudaMemset(a, 0, bytes), "memset");
+    check(cudaMemset(b, 0, bytes), "memset");
     cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream create");
+    cudaEvent_t e0, e1; /* timing events (the library's own disable timing) */
+    check(cudaEventCreate(&e0), "event create");
+    check(cudaEventCreate(&e1), "event create");
     const int iters = 20;
-    /* Reference: device-to-device copy. */
-    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s);
-    cudaEventRecord(e0, s);
+    /* Reference: device-to-device copy, after one untimed copy. */
+    check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s), "copy");
+    check(cudaEventRecord(e0, s), "event record");
     for (int i = 0; i < iters; ++i) {
-        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s);
+        check(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s), "copy");
     }
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
+    check(cudaEventRecord(e1, s), "event record");
     const double copy_gbs = 2.0 * bytes * iters / (time_ms(e0, e1) / 1e3) / 1e9;
     printf("# device %d: %zu MiB; memcpy d2d %.0f GB/s measured; theoretical %.0f GB/s "
            "(%d kHz x %d bit x 2)\n",
@@ -74,27 +97,25 @@ int main(int argc, char **argv)
     int below = 0;
     for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); ++k) {
         const size_t count = bytes / dr_gpu_type_size(types[k]);
-        dr_gpu_reduce(ops[k], types[k], a, b, count, s); /* warm-up */
-        cudaEventRecord(e0, s);
+        reduce(ops[k], types[k], a, b, count, s); /* warm-up: loads the kernel (lazy loading) */
+        check(cudaEventRecord(e0, s), "event record");
         for (int i = 0; i < iters; ++i) {
-            dr_gpu_reduce(ops[k], types[k], a, b, count, s);
+            reduce(ops[k], types[k], a, b, count, s);
         }
-        cudaEventRecord(e1, s);
-        cudaEventSynchronize(e1);
+        check(cudaEventRecord(e1, s), "event record");
         const double gbs = 3.0 * bytes * iters / (time_ms(e0, e1) / 1e3) / 1e9;
         printf("  %-6s %-5s %10.0f %11.1f%% %11.1f%%\n", dr_gpu_op_name(ops[k]),
                dr_gpu_type_name(types[k]), gbs, 100.0 * gbs / copy_gbs,
                peak > 0 ? 100.0 * gbs / peak : 0.0);
         below += k == 0 && gbs < 0.8 * copy_gbs;
     }
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "cuda error: %s\n", cudaGetErrorString(e));
-        return 1;
-    }
+    check(cudaStreamSynchronize(s), "stream synchronize");
     printf("target (f32 sum >= 80%% of the measured d2d bandwidth at %zu MiB): %s\n", mib,
            below ? "NOT MET" : "met");
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(s);
     cudaFree(a);
     cudaFree(b);
-    return 0;
+    return below ? 1 : 0;
 }

@@ -13,7 +13,10 @@
  *           host buffers and ranks with device buffers run one collective.
  * Limits:   the ring's (kRingMaxRanks, kMaxSegments). Staging: `window`
  *           slots per direction (staged_window() of the budget), at least 2;
- *           a call whose segments do not fit grows the staging once.
+ *           a call whose segments do not fit grows the staging once. The
+ *           staging lives on the device of the first call's buffers and is
+ *           made current for each call; a receive buffer on another device
+ *           takes the whole-message path (no kernel may touch it).
  *
  * Units as in the ring: u = step * nseg + segment. Per unit, with slot
  * j = u % window and send staging i = s % window:
@@ -77,8 +80,8 @@ class StagedRing {
      */
     dr_status_t prepare(std::string *why)
     {
-        dr_status_t st = s_.init(why);
-        return st != DR_OK ? st : s_.reserve(window_, slot_bytes_, why);
+        /* Streams and events exist, and the staging's device is current (allreduce_staged). */
+        return s_.reserve(window_, slot_bytes_, why);
     }
 
     /* After prepare() succeeded. */
@@ -346,6 +349,19 @@ int staged_path(const Params &p, const StagedArgs &a, const dr_mem_ops_t *mem)
     return kPathWhole;
 }
 
+int staged_path(const Params &p, const StagedArgs &a, const Staging &s)
+{
+    const int path = staged_path(p, a, s.mem());
+    if (path == kPathRing && s.device() >= 0) {
+        /* A kernel on the staging's device may not touch another device's memory. */
+        const int dev = mem_device_of(s.mem(), p.recvbuf);
+        if (dev >= 0 && dev != s.device()) {
+            return kPathWhole;
+        }
+    }
+    return path;
+}
+
 dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a, Staging &s,
                              Scratch *scratch, std::string *err)
 {
@@ -363,7 +379,17 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
     }
     const size_t bytes = in.count * in.elem_size;
     std::string why;
-    dr_status_t st = s.init(&why);
+    /*
+     * The staging belongs to the device of the first call's buffers, not to
+     * whichever device the calling thread happens to be on (device 0 for a
+     * thread that never chose one); it is current for the whole call.
+     */
+    DeviceScope scope(mem);
+    dr_status_t st = s.init(mem_device_of(mem, recv_dev ? in.recvbuf : in.sendbuf), &why);
+    if (st == DR_OK && (st = scope.enter(s.device())) != DR_OK) {
+        why =
+            std::string("staged allreduce: cannot use the staging's device: ") + mem->last_error();
+    }
     if (st != DR_OK) {
         if (err != nullptr) {
             *err = why;
@@ -380,7 +406,7 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
         p.sendbuf = nullptr;
         return allreduce(t, p, scratch, err);
     }
-    const int path = staged_path(p, a, mem);
+    const int path = staged_path(p, a, s);
     if (path == kPathRing && p.size >= 2) {
         StagedRing ring(t, p, a, s);
         if (ring.prepare(&why) == DR_OK) {

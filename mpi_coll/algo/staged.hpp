@@ -11,17 +11,18 @@
  *   receive buffer on the host   the host path (a device send buffer is
  *                                first copied into it);
  *   receive buffer on a device   the staged ring when the host would run
- *                                the ring and a kernel exists for the
- *                                (op, type); otherwise the whole message is
- *                                staged through host memory and the host
- *                                algorithm (recursive doubling, or ops
- *                                without a kernel) reduces it on the CPU.
- *                                A staged-ring call whose pinned slots or
- *                                device scratch cannot be allocated takes
- *                                that whole-message path too (same wire
- *                                schedule: the host ring), so one rank short
- *                                of pinned memory never leaves its peers
- *                                waiting.
+ *                                the ring, a kernel exists for the (op, type)
+ *                                and the buffer is on the device of the
+ *                                communicator's staging; otherwise the whole
+ *                                message is staged through host memory and
+ *                                the host algorithm (recursive doubling, ops
+ *                                without a kernel, another device) reduces
+ *                                it on the CPU. A staged-ring call whose
+ *                                pinned slots or device scratch cannot be
+ *                                allocated takes that whole-message path too
+ *                                (same wire schedule: the host ring), so one
+ *                                rank short of pinned memory never leaves its
+ *                                peers waiting.
  * Managed memory counts as device memory.
  */
 #ifndef DUALRAIL_ALGO_STAGED_HPP
@@ -39,10 +40,38 @@
 namespace dualrail {
 namespace coll {
 
+/* The device of p (dr_mem_ops_t::device_of); -1 also for a table without device functions. */
+inline int mem_device_of(const dr_mem_ops_t *mem, const void *p)
+{
+    return mem->device_of != nullptr ? mem->device_of(p) : -1;
+}
+
+/*
+ * Makes a device current on this thread for a scope and gives the caller's
+ * back at its end (dr_gpu.h: kernels run on the current device, and the
+ * thread that calls MPI need not be on the device of its buffers).
+ * device < 0: changes nothing.
+ */
+class DeviceScope {
+  public:
+    explicit DeviceScope(const dr_mem_ops_t *mem) : mem_(mem) {}
+    ~DeviceScope();
+    DeviceScope(const DeviceScope &) = delete;
+    DeviceScope &operator=(const DeviceScope &) = delete;
+    dr_status_t enter(int device);
+
+  private:
+    const dr_mem_ops_t *mem_;
+    void *saved_ = nullptr;
+    bool switched_ = false;
+};
+
 /*
  * Streams, events and staging memory of one communicator: created once,
  * grown only when a call needs larger slots, freed with the communicator.
- * Not thread safe (a communicator's collectives are not concurrent).
+ * They belong to one device, the one holding the buffers of the first call
+ * that needs them; each call makes it current while it works. Not thread
+ * safe (a communicator's collectives are not concurrent).
  */
 class Staging {
   public:
@@ -52,8 +81,14 @@ class Staging {
     Staging(const Staging &) = delete;
     Staging &operator=(const Staging &) = delete;
 
-    /* Streams and events; DR_OK or an error with the reason in *err. */
-    dr_status_t init(std::string *err);
+    /*
+     * Streams and events on device (< 0: the thread's current one), once: a
+     * later call keeps the first device. DR_OK or an error with the reason in
+     * *err.
+     */
+    dr_status_t init(int device, std::string *err);
+    /* The device of the streams, events and scratch; -1 before init. */
+    int device() const { return device_; }
     /* window slots of slot_bytes in each of: pinned receive, pinned send, device scratch. */
     dr_status_t reserve(size_t window, size_t slot_bytes, std::string *err);
     /* Host memory for a whole message (the non-ring paths); nullptr when out of memory. */
@@ -87,6 +122,7 @@ class Staging {
     Scratch whole_;
     unsigned long fallbacks_ = 0;
     std::string fallback_reason_;
+    int device_ = -1;
 };
 
 /* What the staged path needs beyond Params. */
@@ -104,6 +140,11 @@ enum StagedPath : int {
 
 /* Path and algorithm for p (already the host's normalized choice). */
 int staged_path(const Params &p, const StagedArgs &a, const dr_mem_ops_t *mem);
+/*
+ * The same for a call on s: the ring (device kernels) only when the receive
+ * buffer is on s's device, or s has none yet; otherwise the whole message.
+ */
+int staged_path(const Params &p, const StagedArgs &a, const Staging &s);
 
 /*
  * Blocking allreduce where either buffer may be device memory. Same contract

@@ -9,10 +9,31 @@
 namespace dualrail {
 namespace coll {
 
+DeviceScope::~DeviceScope()
+{
+    if (switched_) {
+        mem_->device_leave(saved_);
+    }
+}
+
+dr_status_t DeviceScope::enter(int device)
+{
+    /* Already there: nothing is touched (an application's own context stays current). */
+    if (device < 0 || switched_ || mem_->device_enter == nullptr ||
+        mem_->device_current == nullptr || mem_->device_current() == device) {
+        return DR_OK;
+    }
+    dr_status_t st = mem_->device_enter(device, &saved_);
+    switched_ = st == DR_OK;
+    return st;
+}
+
 Staging::Staging(const dr_mem_ops_t *mem, size_t budget) : mem_(mem), budget_(budget) {}
 
 Staging::~Staging()
 {
+    DeviceScope scope(mem_);
+    scope.enter(device_);
     /* Nothing may still write into the slots we free (error paths synchronized already). */
     if (reduce_stream != nullptr) {
         mem_->stream_sync(reduce_stream);
@@ -49,9 +70,22 @@ static dr_status_t mem_error(const dr_mem_ops_t *mem, dr_status_t st, const char
     return st;
 }
 
-dr_status_t Staging::init(std::string *err)
+dr_status_t Staging::init(int device, std::string *err)
 {
-    dr_status_t st;
+    if (device_ >= 0) {
+        return DR_OK;
+    }
+    DeviceScope scope(mem_);
+    dr_status_t st = scope.enter(device);
+    const int cur = device >= 0                       ? device
+                    : mem_->device_current != nullptr ? mem_->device_current()
+                                                      : 0;
+    if (st == DR_OK && cur < 0) {
+        st = DR_ERR_NO_DEVICE;
+    }
+    if (st != DR_OK) {
+        return mem_error(mem_, st, "cannot use the buffers' device", err);
+    }
     if (reduce_stream == nullptr && (st = mem_->stream_create(&reduce_stream)) != DR_OK) {
         reduce_stream = nullptr;
         return mem_error(mem_, st, "cannot create a stream", err);
@@ -70,6 +104,7 @@ dr_status_t Staging::init(std::string *err)
             return mem_error(mem_, st, "cannot create an event", err);
         }
     }
+    device_ = cur;
     return DR_OK;
 }
 

@@ -7,18 +7,32 @@
  *   - dr_mem_cuda()    the CUDA runtime (dr_gpu_cuda.cu), linked statically so
  *                      the component loads on machines without a driver; with
  *                      no driver or no device it reports "no GPU" once, caches
- *                      that, and every pointer is host memory;
+ *                      that, and every pointer is host memory (but with a
+ *                      driver too old for the runtime, kind() still asks
+ *                      libcuda, so the application's device buffers are
+ *                      refused rather than read by the CPU);
  *   - dr_mem_standin() host memory standing in for a GPU (dr_gpu_standin.cc):
  *                      "device" regions whose addresses fault on any CPU
  *                      access, copies and reductions done by the CPU, and
  *                      events that complete only when polled, late and in
- *                      stream order, so tests catch a missing wait.
+ *                      stream order, so tests catch a missing wait; and
+ *                      DR_MEM_STANDIN_DEVICES devices that enforce the
+ *                      device rules below as CUDA does.
  * A build without CUDA has only the stand-in; dr_mem_cuda() then returns a
  * table whose available() is 0.
  *
  * Streams and events are opaque pointers. Nothing here allocates on the hot
  * path: streams, events and staging memory are created once per
  * communicator. No function synchronizes the whole device.
+ *
+ * Devices. As in CUDA, a stream, an event or device memory belongs to the
+ * device current on the calling thread when it is created, and a reduction
+ * must be queued on a stream of the current device and may only touch that
+ * device's memory (a kernel reading another device's memory faults unless
+ * the application enabled peer access). Copies may cross devices. Callers
+ * that serve buffers of a device other than the thread's current one make it
+ * current around the work (device_enter) and give the thread back what it
+ * had (device_leave).
  */
 #ifndef DUALRAIL_GPU_H
 #define DUALRAIL_GPU_H
@@ -112,6 +126,21 @@ typedef struct dr_mem_ops {
 
     /* Why the last call of this thread failed (never NULL). */
     const char *(*last_error)(void);
+
+    /*
+     * Devices. A table may leave these four NULL (a table written before
+     * them): callers then treat it as one device, always current.
+     */
+    /* The device that holds p (device or managed memory); -1 for host memory or unknown. */
+    int (*device_of)(const void *p);
+    /* The thread's current device (0 for a thread that never chose one); -1 on error. */
+    int (*device_current)(void);
+    /*
+     * Make device current on this thread; *saved: what the thread had (its
+     * context, none included), for device_leave to put back exactly.
+     */
+    dr_status_t (*device_enter)(int device, void **saved);
+    void (*device_leave)(void *saved);
 } dr_mem_ops_t;
 
 /* The CUDA implementation; available() is 0 in a build without CUDA or with no usable GPU. */
@@ -137,6 +166,8 @@ dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t 
 void dr_mem_standin_set_lag(unsigned polls);
 /* Queued stand-in operations that have run so far (copies, reductions): tests count work. */
 uint64_t dr_mem_standin_ops_run(void);
+/* The stand-in has this many devices (0 .. n-1); each thread starts on device 0. */
+#define DR_MEM_STANDIN_DEVICES 2
 
 #ifdef __cplusplus
 }

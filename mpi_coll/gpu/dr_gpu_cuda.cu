@@ -5,7 +5,14 @@
  * Detection. The first call asks the runtime for devices
  * (cudaGetDeviceCount). No driver, no device or any error: "no GPU", cached,
  * never printed, and every pointer is host memory from then on at the cost
- * of one load. With a GPU, pointers are classified with the driver's
+ * of one load. One exception: a driver older than this runtime needs (CUDA
+ * 13 needs r580) while the application's own runtime is content with it.
+ * The application may then hold device buffers that the host path would
+ * read with the CPU and crash on; so when libcuda is there, pointers are
+ * still classified through it (dlopen, cuPointerGetAttributes: it answers
+ * "not initialized", host memory, until the application initialized CUDA),
+ * and a device buffer is refused by the staging (no usable GPU) instead.
+ * With a GPU, pointers are classified with the driver's
  * cuPointerGetAttributes, fetched through the runtime (no link against
  * libcuda, so the component still loads where there is none); it answers
  * for host pointers without creating a context, unlike
@@ -21,6 +28,7 @@
 #include <cuda.h> /* types and enums only: the driver is reached through the runtime */
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdio>
@@ -37,6 +45,8 @@ using namespace dualrail::gpu;
 std::once_flag g_once;
 int g_available = 0;
 PFN_cuPointerGetAttributes_v7000 g_ptr_attrs = nullptr;
+PFN_cuCtxGetCurrent_v4000 g_ctx_get = nullptr;
+PFN_cuCtxSetCurrent_v4000 g_ctx_set = nullptr;
 thread_local char g_err[256] = "";
 
 dr_status_t fail(cudaError_t e, const char *what)
@@ -46,23 +56,50 @@ dr_status_t fail(cudaError_t e, const char *what)
     return e == cudaErrorMemoryAllocation ? DR_ERR_NO_MEMORY : DR_ERR_INVALID;
 }
 
+/* A driver function through the runtime (no link against libcuda); nullptr when missing. */
+void *driver(const char *name)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    return fn;
+}
+
+/* No usable runtime but a driver: classify pointers with libcuda itself (see the top). */
+void detect_driver_only()
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+        return; /* no driver at all: no device buffer can exist */
+    }
+    void *fn = dlsym(lib, "cuPointerGetAttributes");
+    if (fn == nullptr) {
+        dlclose(lib);
+        return;
+    }
+    g_ptr_attrs = reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(fn); /* lib stays loaded */
+}
+
 void detect()
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
         (void)cudaGetLastError();
         g_available = 0;
+        if (e == cudaErrorInsufficientDriver) { /* also what a machine without libcuda says */
+            detect_driver_only();
+        }
         return;
     }
-    void *fn = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess && fn != nullptr) {
-        g_ptr_attrs = reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(fn);
-    } else {
-        (void)cudaGetLastError();
-    }
+    g_ptr_attrs =
+        reinterpret_cast<PFN_cuPointerGetAttributes_v7000>(driver("cuPointerGetAttributes"));
+    g_ctx_get = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(driver("cuCtxGetCurrent"));
+    g_ctx_set = reinterpret_cast<PFN_cuCtxSetCurrent_v4000>(driver("cuCtxSetCurrent"));
     g_available = 1;
 }
 
@@ -74,7 +111,7 @@ int cuda_available(void)
 
 dr_mem_kind_t cuda_kind(const void *p)
 {
-    if (p == nullptr || !cuda_available()) {
+    if (p == nullptr || (!cuda_available() && g_ptr_attrs == nullptr)) {
         return DR_MEM_HOST;
     }
     if (g_ptr_attrs != nullptr) {
@@ -217,6 +254,78 @@ const char *cuda_last_error(void)
     return g_err;
 }
 
+int cuda_device_of(const void *p)
+{
+    if (p == nullptr || !cuda_available()) {
+        return -1;
+    }
+    if (g_ptr_attrs != nullptr) {
+        CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                        CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        unsigned int memtype = 0, managed = 0;
+        int ordinal = -1;
+        void *data[3] = {&memtype, &managed, &ordinal};
+        if (g_ptr_attrs(3, attrs, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+            return -1;
+        }
+        return (managed || memtype == CU_MEMORYTYPE_DEVICE) && ordinal >= 0 ? ordinal : -1;
+    }
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) && a.device >= 0
+               ? a.device
+               : -1;
+}
+
+int cuda_device_current(void)
+{
+    /* Creates no context: a thread that never chose a device is on device 0. */
+    int cur = 0;
+    if (cudaGetDevice(&cur) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return cur;
+}
+
+/*
+ * The thread's context is saved and put back as it was, not as a device
+ * number: cudaSetDevice(0) on a thread that had no context would create
+ * device 0's primary context (hundreds of MiB on GPU 0 for every rank whose
+ * MPI thread never touched CUDA), and would replace an application's own
+ * context by a primary one.
+ */
+dr_status_t cuda_device_enter(int device, void **saved)
+{
+    *saved = nullptr;
+    if (g_ctx_get == nullptr || g_ctx_set == nullptr) {
+        snprintf(g_err, sizeof(g_err), "cuda: the driver has no cuCtxGetCurrent/cuCtxSetCurrent");
+        return DR_ERR_NO_DEVICE;
+    }
+    CUcontext prev = nullptr;
+    if (g_ctx_get(&prev) != CUDA_SUCCESS) {
+        snprintf(g_err, sizeof(g_err), "cuda: cannot read the thread's context");
+        return DR_ERR_INVALID;
+    }
+    const cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        return fail(e, "set device");
+    }
+    *saved = prev;
+    return DR_OK;
+}
+
+void cuda_device_leave(void *saved)
+{
+    if (g_ctx_set != nullptr) {
+        g_ctx_set(static_cast<CUcontext>(saved));
+    }
+}
+
 const dr_mem_ops_t kCuda = {
     "cuda",
     cuda_available,
@@ -236,6 +345,10 @@ const dr_mem_ops_t kCuda = {
     cuda_device_alloc,
     cuda_device_free,
     cuda_last_error,
+    cuda_device_of,
+    cuda_device_current,
+    cuda_device_enter,
+    cuda_device_leave,
 };
 
 /* ------------------------------------------------------------------ kernels */
@@ -315,6 +428,7 @@ struct Launch {
     void *inout;
     size_t count;
     cudaStream_t stream;
+    cudaError_t err = cudaSuccess;
 
     template <int OP, typename T> void run()
     {
@@ -322,7 +436,7 @@ struct Launch {
                         std::is_same<T, BFloat16>::value) ||
                       OP <= DR_GPU_MAX) {
             const uintptr_t a = (uintptr_t)in, b = (uintptr_t)inout;
-            const bool bytewise = (a % sizeof(T)) != 0 || (b % sizeof(T)) != 0;
+            bool bytewise = (a % sizeof(T)) != 0 || (b % sizeof(T)) != 0;
             size_t head = count, nvec = 0;
             if (!bytewise && a % 16 == b % 16) {
                 head = ((16 - b % 16) % 16) / sizeof(T);
@@ -334,8 +448,20 @@ struct Launch {
             size_t blocks = (work + kThreads - 1) / kThreads;
             const size_t cap = (size_t)sm_count() * 8;
             blocks = blocks > cap ? cap : blocks == 0 ? 1 : blocks;
-            reduce_kernel<OP, T><<<(unsigned)blocks, kThreads, 0, stream>>>(
-                static_cast<const T *>(in), static_cast<T *>(inout), count, head, nvec, bytewise);
+            /*
+             * cudaLaunchKernel, not <<< >>> and cudaGetLastError: its status is this
+             * launch's alone. The last error may hold one left pending by an earlier
+             * call whose status was ignored (a free or destroy of ours, or the
+             * application's where it shares this runtime, e.g. the usual unchecked
+             * cudaErrorPeerAccessAlreadyEnabled): reading it would fail this reduction
+             * for nothing and swallow that error.
+             */
+            const T *tin = static_cast<const T *>(in);
+            T *tio = static_cast<T *>(inout);
+            size_t n = count;
+            void *args[] = {&tin, &tio, &n, &head, &nvec, &bytewise};
+            err = cudaLaunchKernel(reinterpret_cast<const void *>(&reduce_kernel<OP, T>),
+                                   dim3((unsigned)blocks), dim3(kThreads), args, 0, stream);
         }
     }
 };
@@ -360,6 +486,5 @@ extern "C" dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *ino
     }
     Launch l{in, inout, count, static_cast<cudaStream_t>(stream)};
     dispatch(op, type, l);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? DR_OK : fail(e, "reduction kernel launch");
+    return l.err == cudaSuccess ? DR_OK : fail(l.err, "reduction kernel launch");
 }

@@ -64,10 +64,29 @@ static const char *none_error(void)
     return "built without CUDA";
 }
 
+static int none_device_of(const void *p)
+{
+    (void)p;
+    return -1;
+}
+
+static int none_device_current(void)
+{
+    return -1;
+}
+
+static dr_status_t none_device_enter(int device, void **saved)
+{
+    (void)device;
+    *saved = NULL;
+    return DR_ERR_NO_DEVICE;
+}
+
 static const dr_mem_ops_t none_ops = {
-    "cuda",      none_available, none_kind, none_ptr,    none_free, none_ptr,
-    none_free,   none_record,    none_one,  none_record, none_one,  none_copy,
-    none_reduce, none_alloc,     none_free, none_alloc,  none_free, none_error,
+    "cuda",         none_available,      none_kind,         none_ptr,    none_free, none_ptr,
+    none_free,      none_record,         none_one,          none_record, none_one,  none_copy,
+    none_reduce,    none_alloc,          none_free,         none_alloc,  none_free, none_error,
+    none_device_of, none_device_current, none_device_enter, none_free,
 };
 
 const dr_mem_ops_t *dr_mem_cuda(void)

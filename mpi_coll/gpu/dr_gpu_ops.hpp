@@ -9,8 +9,14 @@
  *   - half and bfloat16 are computed in float and rounded to nearest even:
  *     float has at least 2p+2 bits for both, so the result is the correctly
  *     rounded half/bfloat16 operation (no double-rounding error);
- *   - min/max keep inout unless in is strictly smaller/larger (MPI does not
- *     define NaN behaviour; this is at least the same everywhere);
+ *   - a sum or product that is NaN is the one canonical quiet NaN of its type
+ *     (0x7fff, 0x7fffffff, 0x7fffffffffffffff): the hardware does not agree
+ *     on NaN bits (x86 keeps the first operand's payload and makes inf - inf
+ *     0xffc00000; the GPU returns 0x7fffffff), so both sides say it alike;
+ *   - min/max keep inout unless in is strictly smaller/larger, and return
+ *     that operand's bits unchanged (a NaN payload included; half and
+ *     bfloat16 are compared in float, never rounded back): MPI does not
+ *     define NaN behaviour, this is at least the same everywhere;
  *   - logical ops give 0 or 1 in the element type, as MPI_LAND & co.
  */
 #ifndef DUALRAIL_GPU_OPS_HPP
@@ -41,6 +47,9 @@ struct Half {
 struct BFloat16 {
     uint16_t bits;
 };
+
+/* The NaN every 16-bit float result that is NaN becomes (the device conversions' own). */
+constexpr uint16_t kHalfNaN = 0x7fff, kBf16NaN = 0x7fff;
 
 DR_HD float bits_to_float(uint32_t b)
 {
@@ -89,10 +98,10 @@ DR_HD uint16_t float_to_half(float f)
     const uint32_t x = float_to_bits(f);
     const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     const uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) { /* inf or nan (a quiet nan keeps the top payload bits) */
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax > 0x7f800000u) { /* nan: the canonical one, as cvt.rn.f16.f32 gives */
+        return kHalfNaN;
     }
-    if (ax >= 0x477ff000u) { /* rounds to 65536 or more: inf */
+    if (ax >= 0x477ff000u) { /* inf, or rounds to 65536 or more: inf */
         return (uint16_t)(sign | 0x7c00u);
     }
     if (ax < 0x38800000u) {     /* below the smallest normal half: subnormal or zero */
@@ -127,20 +136,34 @@ DR_HD uint16_t float_to_bf16(float f)
 #else
     const uint32_t x = float_to_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) {
-        return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+        return kBf16NaN; /* as cvt.rn.bf16.f32 gives */
     }
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 #endif
 }
 
+/* The canonical NaN for a sum or product that is NaN (what the GPU makes of any NaN). */
+DR_HD float canonical(float r)
+{
+    return r != r ? bits_to_float(0x7fffffffu) : r;
+}
+DR_HD double canonical(double r)
+{
+    if (r != r) {
+        const uint64_t b = 0x7fffffffffffffffull;
+        memcpy(&r, &b, 8);
+    }
+    return r;
+}
+
 /* The arithmetic of one op on values of a computation type C. */
 template <int OP, typename C> DR_HD C apply_arith(C in, C io)
 {
-    if (OP == DR_GPU_SUM) {
-        return in + io;
-    } else if (OP == DR_GPU_PROD) {
-        return in * io;
-    } else if (OP == DR_GPU_MIN) {
+    if constexpr (OP == DR_GPU_SUM) {
+        return canonical(in + io);
+    } else if constexpr (OP == DR_GPU_PROD) {
+        return canonical(in * io);
+    } else if constexpr (OP == DR_GPU_MIN) {
         return in < io ? in : io;
     } else {
         return in > io ? in : io;
@@ -177,16 +200,25 @@ template <int OP, typename T> DR_HD T apply(T in, T io)
     }
 }
 
+/* 16-bit floats: min/max select an operand's bits; sum/product round the float result once. */
 template <int OP> DR_HD Half apply(Half in, Half io)
 {
-    return Half{
-        float_to_half(apply_arith<OP, float>(half_to_float(in.bits), half_to_float(io.bits)))};
+    const float a = half_to_float(in.bits), b = half_to_float(io.bits);
+    if constexpr (OP == DR_GPU_MIN || OP == DR_GPU_MAX) {
+        return (OP == DR_GPU_MIN ? a < b : a > b) ? in : io;
+    }
+    const float r = apply_arith<OP, float>(a, b);
+    return Half{r != r ? kHalfNaN : float_to_half(r)};
 }
 
 template <int OP> DR_HD BFloat16 apply(BFloat16 in, BFloat16 io)
 {
-    return BFloat16{
-        float_to_bf16(apply_arith<OP, float>(bf16_to_float(in.bits), bf16_to_float(io.bits)))};
+    const float a = bf16_to_float(in.bits), b = bf16_to_float(io.bits);
+    if constexpr (OP == DR_GPU_MIN || OP == DR_GPU_MAX) {
+        return (OP == DR_GPU_MIN ? a < b : a > b) ? in : io;
+    }
+    const float r = apply_arith<OP, float>(a, b);
+    return BFloat16{r != r ? kBf16NaN : float_to_bf16(r)};
 }
 
 /* Host loop over possibly unaligned memory: the stand-in's reduction and the tests' reference. */

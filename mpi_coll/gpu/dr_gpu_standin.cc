@@ -16,6 +16,13 @@
  *     `lag` idle polls), so work completes late and in stream order; code that
  *     reads a staging buffer without waiting for its event reads stale data.
  *   - stream_wait_event is honoured across streams.
+ *   - DR_MEM_STANDIN_DEVICES devices, with a current one per thread
+ *     (device_enter): streams, events and device memory belong to the device
+ *     current at their creation; a reduction queued on a stream of another
+ *     device than the current one is refused (CUDA fails such a launch), and
+ *     one whose memory is on another device than its stream's faults when it
+ *     runs: the stream's events and stream_sync report it from then on, as
+ *     CUDA reports an illegal address. Copies may cross devices.
  * One mutex guards everything: the tests run one thread per rank.
  */
 #include <sys/mman.h>
@@ -50,17 +57,21 @@ struct Op {
 struct Stream {
     std::deque<Op> q;
     unsigned idle_polls = 0;
+    int device = 0;
+    const char *fault = nullptr; /* a reduction touched another device's memory */
 };
 
 struct Event {
     Stream *stream = nullptr;
     uint64_t recorded = 0, done = 0;
+    int device = 0;
 };
 
 std::recursive_mutex g_mu; /* streams and events (device memory needs no lock) */
 unsigned g_lag = 0;
 uint64_t g_ops_run = 0;
 thread_local char g_err[256] = "";
+thread_local int g_device = 0; /* like CUDA's: per thread, device 0 until chosen */
 
 dr_status_t fail(dr_status_t st, const char *what)
 {
@@ -69,18 +80,21 @@ dr_status_t fail(dr_status_t st, const char *what)
 }
 
 /*
- * The device window. Its first shadow page holds the shared header; each
+ * The device window: one part per stand-in device (a pointer's device is the
+ * part it lies in). The first shadow page holds the shared header; each
  * allocation is one header page in the shadow (its length) and then its
  * pages, device side PROT_NONE throughout, shadow side read-write while
  * allocated. Address space only: nothing is committed until allocated.
  */
 constexpr uintptr_t kWindowAt = 0x3e0000000000ull;
 constexpr size_t kWindowSize = (size_t)256 << 30; /* 256 GiB of device addresses */
+constexpr size_t kPartSize = kWindowSize / DR_MEM_STANDIN_DEVICES;
 constexpr uint64_t kMagic = 0x64722d7374616e64ull; /* "dr-stand" */
 
 struct Header {
     std::atomic<uint64_t> magic;
-    std::atomic<uint64_t> next; /* offset of the next allocation's header page */
+    /* per device: offset in its part of the next allocation's header page */
+    std::atomic<uint64_t> next[DR_MEM_STANDIN_DEVICES];
 };
 
 struct Window {
@@ -152,7 +166,9 @@ Window make_window()
         w.base = 0;
         return w;
     }
-    w.hdr->next.store(w.page, std::memory_order_relaxed);
+    for (auto &n : w.hdr->next) {
+        n.store(w.page, std::memory_order_relaxed); /* part 0's first page: the header */
+    }
     w.hdr->magic.store(kMagic, std::memory_order_release);
     return w;
 }
@@ -163,11 +179,20 @@ const Window &window()
     return w;
 }
 
-bool in_window(const Window &w, const void *p)
+/* The device whose memory p is, or -1 (host memory). */
+int device_in(const Window &w, const void *p)
 {
     const uintptr_t a = (uintptr_t)p;
-    return w.base != 0 && a >= w.base + w.page &&
-           a < w.base + w.hdr->next.load(std::memory_order_acquire);
+    if (w.base == 0 || a < w.base || a >= w.base + kWindowSize) {
+        return -1;
+    }
+    const size_t d = (a - w.base) / kPartSize, off = (a - w.base) % kPartSize;
+    return off >= w.page && off < w.hdr->next[d].load(std::memory_order_acquire) ? (int)d : -1;
+}
+
+bool in_window(const Window &w, const void *p)
+{
+    return device_in(w, p) >= 0;
 }
 
 /* The memory a (possibly device) pointer really names. */
@@ -180,6 +205,12 @@ const void *real(const void *p)
 void *real_mut(void *p)
 {
     return const_cast<void *>(real(p));
+}
+
+/* The device of a stand-in device pointer; -1 for host memory. */
+int device_of_locked(const void *p)
+{
+    return device_in(window(), p);
 }
 
 bool run_one(Stream *s);
@@ -209,10 +240,17 @@ bool run_one(Stream *s)
         }
         ++g_ops_run;
         break;
-    case Op::kReduce:
-        dualrail::gpu::host_reduce(o.op, o.type, real(o.src), real_mut(o.dst), o.bytes);
+    case Op::kReduce: {
+        const int ds = device_of_locked(o.src), dd = device_of_locked(o.dst);
+        if ((ds >= 0 && ds != s->device) || (dd >= 0 && dd != s->device)) {
+            s->fault = "a reduction on a stream of one device touched memory of another "
+                       "(an illegal address without peer access)";
+        } else if (s->fault == nullptr) {
+            dualrail::gpu::host_reduce(o.op, o.type, real(o.src), real_mut(o.dst), o.bytes);
+        }
         ++g_ops_run;
         break;
+    }
     case Op::kRecord:
         o.ev->done = o.ticket;
         break;
@@ -242,6 +280,7 @@ dr_status_t standin_stream_create(void **stream)
     if (s == nullptr) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for a stream");
     }
+    s->device = g_device;
     *stream = s;
     return DR_OK;
 }
@@ -261,6 +300,7 @@ dr_status_t standin_event_create(void **event)
     if (e == nullptr) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for an event");
     }
+    e->device = g_device;
     *event = e;
     return DR_OK;
 }
@@ -275,6 +315,9 @@ dr_status_t standin_event_record(void *event, void *stream)
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     Event *e = static_cast<Event *>(event);
     Stream *s = static_cast<Stream *>(stream);
+    if (e->device != s->device) {
+        return fail(DR_ERR_INVALID, "event record: event and stream of different devices");
+    }
     e->stream = s;
     ++e->recorded;
     s->q.push_back(Op{Op::kRecord, nullptr, nullptr, 0, 0, 0, e, e->recorded});
@@ -285,6 +328,9 @@ dr_status_t standin_event_query(void *event)
 {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     Event *e = static_cast<Event *>(event);
+    if (e->stream != nullptr && e->stream->fault != nullptr) {
+        return fail(DR_ERR_INVALID, e->stream->fault);
+    }
     if (e->done >= e->recorded) {
         return DR_OK;
     }
@@ -296,6 +342,9 @@ dr_status_t standin_event_query(void *event)
     }
     s->idle_polls = 0;
     run_one(s);
+    if (s->fault != nullptr) {
+        return fail(DR_ERR_INVALID, s->fault);
+    }
     return e->done >= e->recorded ? DR_OK : DR_INPROGRESS;
 }
 
@@ -314,6 +363,9 @@ dr_status_t standin_stream_sync(void *stream)
     Stream *s = static_cast<Stream *>(stream);
     while (run_one(s)) {
     }
+    if (s->fault != nullptr) {
+        return fail(DR_ERR_INVALID, s->fault);
+    }
     return s->q.empty() ? DR_OK : fail(DR_ERR_INVALID, "stream blocked on an event never reached");
 }
 
@@ -331,6 +383,9 @@ dr_status_t standin_reduce_async(int op, int type, const void *in, void *inout, 
         return fail(DR_ERR_INVALID, "no reduction for this (op, type)");
     }
     std::lock_guard<std::recursive_mutex> lk(g_mu);
+    if (static_cast<Stream *>(stream)->device != g_device) {
+        return fail(DR_ERR_INVALID, "reduction launch: the stream is not of the current device");
+    }
     static_cast<Stream *>(stream)->q.push_back(
         Op{Op::kReduce, inout, in, count, op, type, nullptr, 0});
     return DR_OK;
@@ -354,18 +409,20 @@ dr_status_t standin_device_alloc(void **p, size_t bytes)
         return fail(DR_ERR_NO_MEMORY, w.why);
     }
     const size_t len = (bytes + w.page - 1) / w.page * w.page + w.page; /* + a guard page */
-    const uint64_t off = w.hdr->next.fetch_add(w.page + len, std::memory_order_acq_rel);
-    if (off + w.page + len > kWindowSize) {
+    const int dev = g_device; /* memory of the thread's current device, as cudaMalloc */
+    const uint64_t off = w.hdr->next[dev].fetch_add(w.page + len, std::memory_order_acq_rel);
+    if (off + w.page + len > kPartSize) {
         return fail(DR_ERR_NO_MEMORY, "device window exhausted");
     }
+    const uintptr_t at = w.base + (size_t)dev * kPartSize + off;
     /* Shadow side: the header page (the length, for free), then the bytes. */
-    char *shadow = reinterpret_cast<char *>(w.base + kWindowSize + off);
+    char *shadow = reinterpret_cast<char *>(at + kWindowSize);
     if (mprotect(shadow, w.page + len, PROT_READ | PROT_WRITE) != 0) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for device backing");
     }
     memcpy(shadow, &len, sizeof(len));
     memset(shadow + w.page, 0xdb, len); /* like fresh device memory: not zero */
-    *p = reinterpret_cast<void *>(w.base + off + w.page);
+    *p = reinterpret_cast<void *>(at + w.page);
     return DR_OK;
 }
 
@@ -391,6 +448,32 @@ const char *standin_last_error(void)
     return g_err;
 }
 
+int standin_device_of(const void *p)
+{
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    return device_of_locked(p);
+}
+
+int standin_device_current(void)
+{
+    return g_device;
+}
+
+dr_status_t standin_device_enter(int device, void **saved)
+{
+    *saved = reinterpret_cast<void *>((intptr_t)g_device);
+    if (device < 0 || device >= DR_MEM_STANDIN_DEVICES) {
+        return fail(DR_ERR_INVALID, "no such device");
+    }
+    g_device = device;
+    return DR_OK;
+}
+
+void standin_device_leave(void *saved)
+{
+    g_device = (int)reinterpret_cast<intptr_t>(saved);
+}
+
 const dr_mem_ops_t kStandin = {
     "standin",
     standin_available,
@@ -410,6 +493,10 @@ const dr_mem_ops_t kStandin = {
     standin_device_alloc,
     standin_device_free,
     standin_last_error,
+    standin_device_of,
+    standin_device_current,
+    standin_device_enter,
+    standin_device_leave,
 };
 
 } // namespace

@@ -310,6 +310,188 @@ void run_table(int n)
     assert_int_equal(fails.lines.size(), 0);
 }
 
+/*
+ * Devices (the stand-in has two, enforced as CUDA does). A rank's buffers on
+ * device 1 while its thread is on device 0, as a thread that never chose a
+ * device is: the staging must go to the buffers' device (else its kernels
+ * fault on device-1 memory), and the thread gets device 0 back. Then, with
+ * the staging on device 1: buffers on device 0 take the whole-message path
+ * (no kernel on another device's memory), and the ring serves device 1
+ * again from a thread on either device.
+ */
+void test_devices(void **state)
+{
+    (void)state;
+    const int n = 3;
+    const size_t count = 30011;
+    const Type &ty = kTypes[1]; /* f32 sum: a kernel, exact integer-valued inputs */
+    const dr_mem_ops_t *mem = dr_mem_standin();
+    dr_mem_standin_set_lag(1);
+    struct Step {
+        int buf_dev, thread_dev, path;
+    };
+    const Step steps[] = {{1, 0, kPathRing},
+                          {0, 0, kPathWhole},
+                          {1, 1, kPathRing},
+                          {0, 1, kPathWhole},
+                          {1, 0, kPathRing}};
+    fake::Net net(n, kComm);
+    fake::Barrier barrier(n);
+    Failures fails;
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Staging staging(mem, 8u << 20);
+            const size_t bytes = count * ty.esz;
+            for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); ++k) {
+                const Step &sp = steps[k];
+                const std::string what =
+                    "step " + std::to_string(k) + ": rank " + std::to_string(rank) + ": ";
+                std::vector<unsigned char> input(bytes), got(bytes);
+                fill(ty, input.data(), count, rank, k * 31);
+                void *stream = nullptr, *dsend = nullptr, *drecv = nullptr, *saved = nullptr;
+                mem->device_enter(sp.buf_dev, &saved);
+                mem->stream_create(&stream);
+                mem->device_alloc(&dsend, bytes);
+                mem->device_alloc(&drecv, bytes);
+                mem->copy_async(dsend, input.data(), bytes, stream);
+                mem->stream_sync(stream);
+                mem->device_enter(sp.thread_dev, &saved);
+                Params p;
+                p.sendbuf = dsend;
+                p.recvbuf = drecv;
+                p.count = count;
+                p.elem_size = ty.esz;
+                p.reduce = ty.fn;
+                p.rank = rank;
+                p.size = n;
+                p.comm_id = kComm;
+                p.seq = (uint32_t)(2 * k);
+                p.algorithm = kAlgoRing;
+                p.segment_size = 4096;
+                p.timeout = 60;
+                p.idle = fake::FakeTransport::idle;
+                p.idle_arg = &t;
+                StagedArgs a;
+                a.gpu_op = ty.gop;
+                a.gpu_type = ty.gtype;
+                if (staged_path(p, a, staging) != sp.path) {
+                    fails.add(what + "path " + std::to_string(staged_path(p, a, staging)) +
+                              ", expected " + std::to_string(sp.path));
+                }
+                barrier.wait();
+                std::string err;
+                if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
+                    fails.add(what + err);
+                }
+                const int cur = mem->device_current();
+                if (cur != sp.thread_dev) {
+                    fails.add(what + "the thread was left on device " + std::to_string(cur));
+                }
+                if (staging.device() != 1) {
+                    fails.add(what + "staging on device " + std::to_string(staging.device()));
+                }
+                mem->copy_async(got.data(), drecv, bytes, stream);
+                mem->stream_sync(stream);
+                std::vector<unsigned char> ref(input);
+                Params q = p;
+                q.sendbuf = nullptr;
+                q.recvbuf = ref.data();
+                q.seq = (uint32_t)(2 * k + 1);
+                if (allreduce(t, q, nullptr, &err) != DR_OK) {
+                    fails.add(what + "host reference: " + err);
+                }
+                if (memcmp(got.data(), ref.data(), bytes) != 0) {
+                    fails.add(what + "differs from the host path");
+                }
+                mem->device_free(dsend);
+                mem->device_free(drecv);
+                mem->stream_destroy(stream);
+                mem->device_enter(0, &saved);
+                barrier.wait();
+            }
+        },
+        120, "staged allreduce across devices");
+    dr_mem_standin_set_lag(0);
+    for (const std::string &v : net.violations()) {
+        fails.add("transport contract: " + v);
+    }
+    for (const std::string &l : fails.lines) {
+        print_error("%s\n", l.c_str());
+    }
+    assert_int_equal(fails.lines.size(), 0);
+}
+
+/* A table written before the device functions (left NULL): one device, always current. */
+void test_table_without_devices(void **state)
+{
+    (void)state;
+    dr_mem_ops_t old = *dr_mem_standin();
+    old.device_of = nullptr;
+    old.device_current = nullptr;
+    old.device_enter = nullptr;
+    old.device_leave = nullptr;
+    const dr_mem_ops_t *mem = &old;
+    const int n = 2;
+    const size_t count = 1001;
+    const Type &ty = kTypes[0]; /* u32 sum */
+    fake::Net net(n, kComm);
+    Failures fails;
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Staging staging(mem, 8u << 20);
+            const size_t bytes = count * ty.esz;
+            std::vector<unsigned char> input(bytes), got(bytes);
+            fill(ty, input.data(), count, rank, 5);
+            void *stream = nullptr, *drecv = nullptr;
+            mem->stream_create(&stream);
+            mem->device_alloc(&drecv, bytes);
+            mem->copy_async(drecv, input.data(), bytes, stream);
+            mem->stream_sync(stream);
+            Params p;
+            p.recvbuf = drecv;
+            p.count = count;
+            p.elem_size = ty.esz;
+            p.reduce = ty.fn;
+            p.rank = rank;
+            p.size = n;
+            p.comm_id = kComm;
+            p.algorithm = kAlgoRing;
+            p.timeout = 60;
+            p.idle = fake::FakeTransport::idle;
+            p.idle_arg = &t;
+            StagedArgs a;
+            a.gpu_op = ty.gop;
+            a.gpu_type = ty.gtype;
+            std::string err;
+            if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
+                fails.add("rank " + std::to_string(rank) + ": " + err);
+            }
+            mem->copy_async(got.data(), drecv, bytes, stream);
+            mem->stream_sync(stream);
+            std::vector<unsigned char> ref(input);
+            Params q = p;
+            q.recvbuf = ref.data();
+            q.seq = 1;
+            if (allreduce(t, q, nullptr, &err) != DR_OK || memcmp(got.data(), ref.data(), bytes)) {
+                fails.add("rank " + std::to_string(rank) + ": differs from the host path");
+            }
+            if (staging.device() != 0) {
+                fails.add("rank " + std::to_string(rank) + ": staging not on device 0");
+            }
+            mem->device_free(drecv);
+            mem->stream_destroy(stream);
+        },
+        60, "staged allreduce, table without device functions");
+    for (const std::string &l : fails.lines) {
+        print_error("%s\n", l.c_str());
+    }
+    assert_int_equal(fails.lines.size(), 0);
+}
+
 void test_table(void **state)
 {
     (void)state;
@@ -456,6 +638,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_math),
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_table_without_devices),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_pinned_shortage),
     };

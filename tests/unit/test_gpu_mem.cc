@@ -22,6 +22,12 @@ extern "C" {
 #include "gpu/dr_gpu.h"
 #include "gpu/dr_gpu_ops.hpp"
 
+#if DUALRAIL_HAVE_CUDA
+/* The toolkit's host emulation of the device conversions (cvt.rn.f16.f32 & co.). */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 using namespace dualrail::gpu;
 
 namespace {
@@ -209,6 +215,111 @@ void test_element_ops(void **state)
     assert_int_equal(float_to_half(2.9802322387695312e-08f), 0x0000); /* half of min: to even 0 */
 }
 
+uint32_t f32_bits(float v)
+{
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    return b;
+}
+uint64_t f64_bits(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, 8);
+    return b;
+}
+float f32_of(uint32_t b)
+{
+    float v;
+    memcpy(&v, &b, 4);
+    return v;
+}
+
+/*
+ * NaN: the GPU turns any NaN result into 0x7fffffff (and cvt to half or
+ * bfloat16 into 0x7fff), x86 keeps the first operand's payload and makes
+ * inf - inf 0xffc00000. The element operations say it one way for both.
+ */
+void test_nan_results(void **state)
+{
+    (void)state;
+    const float nan_payload = f32_of(0xffc01234u), inf = 1.0f / 0.0f;
+    assert_int_equal(f32_bits(ref1<float>(DR_GPU_SUM, DR_GPU_F32, nan_payload, 1)), 0x7fffffffu);
+    assert_int_equal(f32_bits(ref1<float>(DR_GPU_SUM, DR_GPU_F32, inf, -inf)), 0x7fffffffu);
+    assert_int_equal(f32_bits(ref1<float>(DR_GPU_PROD, DR_GPU_F32, 0, inf)), 0x7fffffffu);
+    double dnan;
+    const uint64_t snan = 0x7ff0000000000001ull; /* signalling */
+    memcpy(&dnan, &snan, 8);
+    assert_true(f64_bits(ref1<double>(DR_GPU_PROD, DR_GPU_F64, 2, dnan)) == 0x7fffffffffffffffull);
+    assert_true(f64_bits(ref1<double>(DR_GPU_SUM, DR_GPU_F64, -1.0 / 0.0, 1.0 / 0.0)) ==
+                0x7fffffffffffffffull);
+    /* Half and bfloat16: the canonical 0x7fff whatever the operands' NaN. */
+    assert_int_equal(ref1<uint16_t>(DR_GPU_SUM, DR_GPU_F16, 0xfe01, 0x3c00), 0x7fff);
+    assert_int_equal(ref1<uint16_t>(DR_GPU_SUM, DR_GPU_F16, 0x7c00, 0xfc00), 0x7fff); /* inf-inf */
+    assert_int_equal(ref1<uint16_t>(DR_GPU_PROD, DR_GPU_BF16, 0xffc1, 0x3f80), 0x7fff);
+    assert_int_equal(ref1<uint16_t>(DR_GPU_SUM, DR_GPU_BF16, 0x7f80, 0xff80), 0x7fff);
+    /* min/max return an operand's bits: inout unless in is strictly less/greater. */
+    assert_int_equal(ref1<uint16_t>(DR_GPU_MAX, DR_GPU_F16, 0x3c00, 0xfe01), 0xfe01);
+    assert_int_equal(ref1<uint16_t>(DR_GPU_MAX, DR_GPU_F16, 0xfe01, 0x3c00), 0x3c00);
+    assert_int_equal(ref1<uint16_t>(DR_GPU_MIN, DR_GPU_BF16, 0x3f80, 0xffc1), 0xffc1);
+    assert_int_equal(ref1<uint16_t>(DR_GPU_MIN, DR_GPU_F16, 0x8000, 0x0000), 0x0000); /* -0, +0 */
+    assert_int_equal(f32_bits(ref1<float>(DR_GPU_MIN, DR_GPU_F32, 1, nan_payload)), 0xffc01234u);
+}
+
+#if DUALRAIL_HAVE_CUDA
+/*
+ * The host conversions against the toolkit's host emulation of the device
+ * ones, which the kernels run: every half and bfloat16 to float, and float to
+ * half/bfloat16 over every class (a stride through all 2^32 patterns, every
+ * exponent's edges, NaNs with payloads).
+ */
+void test_conversions_match_device(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        const float want = __half2float(__ushort_as_half((unsigned short)h));
+        const float got = half_to_float((uint16_t)h);
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0) {
+            assert_true(got != got && want != want); /* nan stays nan (payloads aside) */
+        } else {
+            assert_int_equal(f32_bits(got), f32_bits(want));
+        }
+    }
+    size_t bad_half = 0, bad_bf16 = 0;
+    uint32_t first_half = 0, first_bf16 = 0;
+    auto one = [&](uint32_t x) {
+        const float f = f32_of(x);
+        const uint16_t h = __half_as_ushort(__float2half_rn(f));
+        const uint16_t b = __bfloat16_as_ushort(__float2bfloat16_rn(f));
+        if (float_to_half(f) != h && bad_half++ == 0) {
+            first_half = x;
+        }
+        if (float_to_bf16(f) != b && bad_bf16++ == 0) {
+            first_bf16 = x;
+        }
+    };
+    for (uint64_t x = 0; x <= 0xffffffffull; x += 251) {
+        one((uint32_t)x);
+    }
+    for (uint32_t e = 0; e < 256; ++e) {
+        for (uint32_t low = 0; low < 64; ++low) {
+            for (uint32_t sign = 0; sign < 2; ++sign) {
+                const uint32_t base = sign << 31 | e << 23;
+                one(base | low);
+                one(base | (0x7fffffu - low));
+                one(base | (0x1000u + low - 32)); /* half's rounding point */
+                one(base | (0x8000u + low - 32)); /* bfloat16's */
+            }
+        }
+    }
+    if (bad_half != 0 || bad_bf16 != 0) {
+        print_message("float->half: %zu differ (first 0x%08x), float->bf16: %zu (first 0x%08x)\n",
+                      bad_half, first_half, bad_bf16, first_bf16);
+    }
+    assert_int_equal(bad_half, 0);
+    assert_int_equal(bad_bf16, 0);
+}
+#endif
+
 } // namespace
 
 int main(void)
@@ -219,6 +330,10 @@ int main(void)
         cmocka_unit_test(test_cuda_table_without_gpu),
         cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_element_ops),
+        cmocka_unit_test(test_nan_results),
+#if DUALRAIL_HAVE_CUDA
+        cmocka_unit_test(test_conversions_match_device),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
