@@ -90,13 +90,15 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
     if (m->staging == NULL) {
         /* Once per communicator; streams, events and memory come with the call, on the
          * device of its buffers (not necessarily the thread's current one). */
-        if (dr_staging_create(mca_coll_dualrail_gpu_mem(), cm->cuda_staging_size, &m->staging, err,
-                              errlen) != DR_OK) {
+        const dr_status_t cs = dr_staging_create(mca_coll_dualrail_gpu_mem(),
+                                                 cm->cuda_staging_size, &m->staging, err, errlen);
+        if (cs != DR_OK) {
             opal_output(cm->output, "coll/dualrail: rank %d: device buffers on %s: %s",
                         cm->world_rank, m->comm ? m->comm->c_name : "?", err);
-            /* Before any data moved; the peers that did get staging wait for this rank
-             * until coll_dualrail_timeout (out of memory: the job is in trouble). */
-            return MPI_ERR_NO_MEM;
+            /* Before any data moved. Out of memory, or device buffers seen with no usable
+             * GPU (a driver too old for this build's CUDA runtime): every node alike, as a
+             * rule; a peer that did get staging waits until coll_dualrail_timeout. */
+            return cs == DR_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
         }
         DUALRAIL_VERBOSE(1,
                          "coll/dualrail: rank %d: staging for device buffers on %s: %zu "
