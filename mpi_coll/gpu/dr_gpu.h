@@ -145,6 +145,12 @@ typedef struct dr_mem_ops {
 
 /* The CUDA implementation; available() is 0 in a build without CUDA or with no usable GPU. */
 const dr_mem_ops_t *dr_mem_cuda(void);
+/*
+ * Pointer-attribute queries dr_mem_cuda()->kind() has made of the driver or
+ * runtime in this process (0 in a build without CUDA): tests check that a
+ * machine without a GPU answers from the cached "no GPU", not per pointer.
+ */
+uint64_t dr_mem_cuda_pointer_queries(void);
 /* The host stand-in (always built). */
 const dr_mem_ops_t *dr_mem_standin(void);
 

@@ -48,6 +48,7 @@ PFN_cuPointerGetAttributes_v7000 g_ptr_attrs = nullptr;
 PFN_cuCtxGetCurrent_v4000 g_ctx_get = nullptr;
 PFN_cuCtxSetCurrent_v4000 g_ctx_set = nullptr;
 thread_local char g_err[256] = "";
+std::atomic<uint64_t> g_queries{0}; /* pointer-attribute queries (dr_mem_cuda_pointer_queries) */
 
 dr_status_t fail(cudaError_t e, const char *what)
 {
@@ -114,6 +115,7 @@ dr_mem_kind_t cuda_kind(const void *p)
     if (p == nullptr || (!cuda_available() && g_ptr_attrs == nullptr)) {
         return DR_MEM_HOST;
     }
+    g_queries.fetch_add(1, std::memory_order_relaxed);
     if (g_ptr_attrs != nullptr) {
         CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                         CU_POINTER_ATTRIBUTE_IS_MANAGED};
@@ -471,6 +473,11 @@ struct Launch {
 extern "C" const dr_mem_ops_t *dr_mem_cuda(void)
 {
     return &kCuda;
+}
+
+extern "C" uint64_t dr_mem_cuda_pointer_queries(void)
+{
+    return g_queries.load(std::memory_order_relaxed);
 }
 
 extern "C" dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t count,

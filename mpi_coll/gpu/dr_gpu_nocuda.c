@@ -94,6 +94,11 @@ const dr_mem_ops_t *dr_mem_cuda(void)
     return &none_ops;
 }
 
+uint64_t dr_mem_cuda_pointer_queries(void)
+{
+    return 0;
+}
+
 dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t count, void *stream)
 {
     (void)op;
