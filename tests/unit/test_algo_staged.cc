@@ -423,6 +423,64 @@ void test_devices(void **state)
     assert_int_equal(fails.lines.size(), 0);
 }
 
+/*
+ * One in-place staged allreduce (seq 0) of this rank's input on a stand-in
+ * device buffer through staging s, then the host path on a host copy (seq 1)
+ * as the reference. "" when the device result is bitwise the host's, else
+ * what went wrong.
+ */
+std::string device_call_vs_host(fake::FakeTransport &t, Staging &s, const Type &ty, size_t count,
+                                int rank, int n, int algorithm, double timeout, uint64_t salt)
+{
+    const dr_mem_ops_t *mem = dr_mem_standin();
+    const size_t bytes = count * ty.esz;
+    std::vector<unsigned char> input(bytes), got(bytes);
+    fill(ty, input.data(), count, rank, salt);
+    void *stream = nullptr, *drecv = nullptr;
+    mem->stream_create(&stream);
+    mem->device_alloc(&drecv, bytes);
+    mem->copy_async(drecv, input.data(), bytes, stream);
+    mem->stream_sync(stream);
+    Params p;
+    p.recvbuf = drecv;
+    p.count = count;
+    p.elem_size = ty.esz;
+    p.reduce = ty.fn;
+    p.rank = rank;
+    p.size = n;
+    p.comm_id = kComm;
+    p.algorithm = algorithm;
+    p.timeout = timeout;
+    p.idle = fake::FakeTransport::idle;
+    p.idle_arg = &t;
+    StagedArgs a;
+    a.gpu_op = ty.gop;
+    a.gpu_type = ty.gtype;
+    std::string why;
+    if (algorithm != kAlgoRd && staged_path(p, a, mem) != kPathRing) {
+        why = "not a staged-ring call; ";
+    }
+    std::string err;
+    if (allreduce_staged(t, p, a, s, nullptr, &err) != DR_OK) {
+        why += err;
+    } else {
+        mem->copy_async(got.data(), drecv, bytes, stream);
+        mem->stream_sync(stream);
+        std::vector<unsigned char> ref(input);
+        Params q = p;
+        q.recvbuf = ref.data();
+        q.seq = 1;
+        if (allreduce(t, q, nullptr, &err) != DR_OK) {
+            why += "host reference: " + err;
+        } else if (memcmp(got.data(), ref.data(), bytes) != 0) {
+            why += "differs from the host path";
+        }
+    }
+    mem->device_free(drecv);
+    mem->stream_destroy(stream);
+    return why;
+}
+
 /* A table written before the device functions (left NULL): one device, always current. */
 void test_table_without_devices(void **state)
 {
@@ -432,58 +490,22 @@ void test_table_without_devices(void **state)
     old.device_current = nullptr;
     old.device_enter = nullptr;
     old.device_leave = nullptr;
-    const dr_mem_ops_t *mem = &old;
     const int n = 2;
-    const size_t count = 1001;
-    const Type &ty = kTypes[0]; /* u32 sum */
     fake::Net net(n, kComm);
     Failures fails;
     fake::run_ranks(
         n,
         [&](int rank) {
             fake::FakeTransport t(net, rank);
-            Staging staging(mem, 8u << 20);
-            const size_t bytes = count * ty.esz;
-            std::vector<unsigned char> input(bytes), got(bytes);
-            fill(ty, input.data(), count, rank, 5);
-            void *stream = nullptr, *drecv = nullptr;
-            mem->stream_create(&stream);
-            mem->device_alloc(&drecv, bytes);
-            mem->copy_async(drecv, input.data(), bytes, stream);
-            mem->stream_sync(stream);
-            Params p;
-            p.recvbuf = drecv;
-            p.count = count;
-            p.elem_size = ty.esz;
-            p.reduce = ty.fn;
-            p.rank = rank;
-            p.size = n;
-            p.comm_id = kComm;
-            p.algorithm = kAlgoRing;
-            p.timeout = 60;
-            p.idle = fake::FakeTransport::idle;
-            p.idle_arg = &t;
-            StagedArgs a;
-            a.gpu_op = ty.gop;
-            a.gpu_type = ty.gtype;
-            std::string err;
-            if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
-                fails.add("rank " + std::to_string(rank) + ": " + err);
-            }
-            mem->copy_async(got.data(), drecv, bytes, stream);
-            mem->stream_sync(stream);
-            std::vector<unsigned char> ref(input);
-            Params q = p;
-            q.recvbuf = ref.data();
-            q.seq = 1;
-            if (allreduce(t, q, nullptr, &err) != DR_OK || memcmp(got.data(), ref.data(), bytes)) {
-                fails.add("rank " + std::to_string(rank) + ": differs from the host path");
+            Staging staging(&old, 8u << 20);
+            const std::string why = device_call_vs_host(t, staging, kTypes[0] /* u32 sum */, 1001,
+                                                        rank, n, kAlgoRing, 60, 5);
+            if (!why.empty()) {
+                fails.add("rank " + std::to_string(rank) + ": " + why);
             }
             if (staging.device() != 0) {
                 fails.add("rank " + std::to_string(rank) + ": staging not on device 0");
             }
-            mem->device_free(drecv);
-            mem->stream_destroy(stream);
         },
         60, "staged allreduce, table without device functions");
     for (const std::string &l : fails.lines) {
@@ -526,10 +548,7 @@ const dr_mem_ops_t *standin_without_pinned()
 void test_pinned_shortage(void **state)
 {
     (void)state;
-    const dr_mem_ops_t *mem = dr_mem_standin();
     dr_mem_standin_set_lag(2);
-    const Type &ty = kTypes[1]; /* f32 sum */
-    const size_t count = 100003, bytes = count * ty.esz;
     for (int n : {2, 3, 5}) {
         const int short_rank = n - 2;
         fake::Net net(n, kComm);
@@ -538,46 +557,14 @@ void test_pinned_shortage(void **state)
             n,
             [&](int rank) {
                 fake::FakeTransport t(net, rank);
-                Staging staging(rank == short_rank ? standin_without_pinned() : mem, 1u << 20);
-                std::vector<unsigned char> input(bytes), got(bytes);
-                fill(ty, input.data(), count, rank, 17);
-                void *stream = nullptr, *drecv = nullptr;
-                mem->stream_create(&stream);
-                mem->device_alloc(&drecv, bytes);
-                mem->copy_async(drecv, input.data(), bytes, stream);
-                mem->stream_sync(stream);
-                Params p;
-                p.recvbuf = drecv;
-                p.count = count;
-                p.elem_size = ty.esz;
-                p.reduce = ty.fn;
-                p.rank = rank;
-                p.size = n;
-                p.comm_id = kComm;
-                p.timeout = 5; /* without the fallback the others fail here, not hang */
-                p.idle = fake::FakeTransport::idle;
-                p.idle_arg = &t;
-                StagedArgs a;
-                a.gpu_op = ty.gop;
-                a.gpu_type = ty.gtype;
+                Staging staging(rank == short_rank ? standin_without_pinned() : dr_mem_standin(),
+                                1u << 20);
                 const std::string who = "n=" + std::to_string(n) + " rank " + std::to_string(rank);
-                if (staged_path(p, a, mem) != kPathRing) {
-                    fails.add(who + ": not a staged-ring call");
-                }
-                std::string err;
-                if (allreduce_staged(t, p, a, staging, nullptr, &err) != DR_OK) {
-                    fails.add(who + ": " + err);
-                }
-                mem->copy_async(got.data(), drecv, bytes, stream);
-                mem->stream_sync(stream);
-                std::vector<unsigned char> ref(input);
-                Params q = p;
-                q.recvbuf = ref.data();
-                q.seq = 1;
-                if (allreduce(t, q, nullptr, &err) != DR_OK) {
-                    fails.add(who + ": host reference: " + err);
-                } else if (memcmp(got.data(), ref.data(), bytes) != 0) {
-                    fails.add(who + ": differs from the host path");
+                /* timeout 5 s: without the fallback the others fail here, not hang */
+                const std::string why = device_call_vs_host(t, staging, kTypes[1] /* f32 sum */,
+                                                            100003, rank, n, kAlgoAuto, 5, 17);
+                if (!why.empty()) {
+                    fails.add(who + ": " + why);
                 }
                 const unsigned long want = rank == short_rank ? 1 : 0;
                 if (staging.fallbacks() != want ||
@@ -585,8 +572,6 @@ void test_pinned_shortage(void **state)
                     fails.add(who + ": " + std::to_string(staging.fallbacks()) +
                               " fallback(s), reason '" + staging.fallback_reason() + "'");
                 }
-                mem->device_free(drecv);
-                mem->stream_destroy(stream);
             },
             60, "pinned shortage");
         for (const std::string &v : net.violations()) {
