@@ -31,6 +31,7 @@ extern "C" const char *dr_status_str(dr_status_t status)
     case DR_ERR_TIMEOUT: return "timed out";
     case DR_ERR_PEER_MISMATCH: return "peer plane layout mismatch";
     case DR_ERR_CANCELED: return "canceled";
+    case DR_ERR_GPU: return "gpu error";
     }
     return "unknown status";
 }

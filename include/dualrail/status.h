@@ -21,7 +21,8 @@ typedef enum dr_status {
     DR_ERR_TRUNCATED = -7,       /* message larger than the receive buffer */
     DR_ERR_TIMEOUT = -8,         /* a caller-given wait expired (the transfer goes on) */
     DR_ERR_PEER_MISMATCH = -9,   /* the peer runs a different plane layout or version */
-    DR_ERR_CANCELED = -10        /* the request was cancelled (dr_mr_cancel, dr_mr_destroy) */
+    DR_ERR_CANCELED = -10,       /* the request was cancelled (dr_mr_cancel, dr_mr_destroy) */
+    DR_ERR_GPU = -11             /* the GPU (CUDA driver or runtime) failed an operation */
 } dr_status_t;
 
 /* A short constant description ("peer unreachable", ...). Never NULL. */

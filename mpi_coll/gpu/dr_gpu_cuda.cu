@@ -54,7 +54,8 @@ dr_status_t fail(cudaError_t e, const char *what)
 {
     snprintf(g_err, sizeof(g_err), "cuda: %s: %s", what, cudaGetErrorString(e));
     (void)cudaGetLastError(); /* clear a non-sticky error so it is not reported twice */
-    return e == cudaErrorMemoryAllocation ? DR_ERR_NO_MEMORY : DR_ERR_INVALID;
+    /* Not DR_ERR_INVALID: the application's arguments were checked before any device work. */
+    return e == cudaErrorMemoryAllocation ? DR_ERR_NO_MEMORY : DR_ERR_GPU;
 }
 
 /* A driver function through the runtime (no link against libcuda); nullptr when missing. */

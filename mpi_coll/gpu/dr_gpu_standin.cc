@@ -316,7 +316,7 @@ dr_status_t standin_event_record(void *event, void *stream)
     Event *e = static_cast<Event *>(event);
     Stream *s = static_cast<Stream *>(stream);
     if (e->device != s->device) {
-        return fail(DR_ERR_INVALID, "event record: event and stream of different devices");
+        return fail(DR_ERR_GPU, "event record: event and stream of different devices");
     }
     e->stream = s;
     ++e->recorded;
@@ -329,7 +329,7 @@ dr_status_t standin_event_query(void *event)
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     Event *e = static_cast<Event *>(event);
     if (e->stream != nullptr && e->stream->fault != nullptr) {
-        return fail(DR_ERR_INVALID, e->stream->fault);
+        return fail(DR_ERR_GPU, e->stream->fault);
     }
     if (e->done >= e->recorded) {
         return DR_OK;
@@ -343,7 +343,7 @@ dr_status_t standin_event_query(void *event)
     s->idle_polls = 0;
     run_one(s);
     if (s->fault != nullptr) {
-        return fail(DR_ERR_INVALID, s->fault);
+        return fail(DR_ERR_GPU, s->fault);
     }
     return e->done >= e->recorded ? DR_OK : DR_INPROGRESS;
 }
@@ -364,7 +364,7 @@ dr_status_t standin_stream_sync(void *stream)
     while (run_one(s)) {
     }
     if (s->fault != nullptr) {
-        return fail(DR_ERR_INVALID, s->fault);
+        return fail(DR_ERR_GPU, s->fault);
     }
     return s->q.empty() ? DR_OK : fail(DR_ERR_INVALID, "stream blocked on an event never reached");
 }
@@ -384,7 +384,7 @@ dr_status_t standin_reduce_async(int op, int type, const void *in, void *inout, 
     }
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     if (static_cast<Stream *>(stream)->device != g_device) {
-        return fail(DR_ERR_INVALID, "reduction launch: the stream is not of the current device");
+        return fail(DR_ERR_GPU, "reduction launch: the stream is not of the current device");
     }
     static_cast<Stream *>(stream)->q.push_back(
         Op{Op::kReduce, inout, in, count, op, type, nullptr, 0});

@@ -74,6 +74,27 @@ void test_standin_kinds(void **state)
     m->device_free(dev2);
 }
 
+/* A device fault (a kernel on another device's memory) is a GPU error, not a bad argument. */
+void test_standin_device_fault(void **state)
+{
+    (void)state;
+    const dr_mem_ops_t *m = dr_mem_standin();
+    void *s = nullptr, *other = nullptr, *saved = nullptr, *mine = nullptr;
+    assert_int_equal(m->stream_create(&s), DR_OK); /* device 0 */
+    assert_int_equal(m->device_alloc(&mine, 64), DR_OK);
+    assert_int_equal(m->device_enter(1, &saved), DR_OK);
+    assert_int_equal(m->device_alloc(&other, 64), DR_OK);
+    m->device_leave(saved);
+    assert_int_equal(m->device_of(other), 1);
+    assert_int_equal(m->device_of(mine), 0);
+    assert_int_equal(m->reduce_async(DR_GPU_SUM, DR_GPU_U32, other, mine, 16, s), DR_OK);
+    assert_int_equal(m->stream_sync(s), DR_ERR_GPU);
+    assert_string_equal(dr_status_str(DR_ERR_GPU), "gpu error");
+    m->stream_destroy(s);
+    m->device_free(other);
+    m->device_free(mine);
+}
+
 void test_standin_late_and_ordered(void **state)
 {
     (void)state;
@@ -329,6 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standin_kinds),
         cmocka_unit_test(test_standin_late_and_ordered),
+        cmocka_unit_test(test_standin_device_fault),
         cmocka_unit_test(test_cuda_table_without_gpu),
         cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_element_ops),
