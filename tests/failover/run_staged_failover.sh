@@ -123,7 +123,7 @@ ok() { echo "run_staged_failover.sh: ok: $*"; }
 if grep -q "WRONG" "$log"; then fail "wrong results: $(grep -m1 'WRONG' "$log" | cut -d' ' -f2-)"; fi
 codes=$(sed -n 's/.*staged_loop: rank \([0-9]*\): EXIT \([0-9]*\)$/\1:\2/p' "$log" | sort -n | tr '\n' ' ')
 echo "run_staged_failover.sh: exit codes (rank:code): $codes"
-stat() { # rank plane field
+plane_counter() { # rank plane field
   sed -n "s/.*staged_loop: rank $1: plane $2: .*\b$3 \([0-9]*\).*/\1/p" "$log" | tail -1
 }
 
@@ -132,10 +132,10 @@ if [ "$mode" = fault ]; then
     c=$(sed -n "s/.*staged_loop: rank $r: EXIT \([0-9]*\)$/\1/p" "$log")
     [ "$c" = 0 ] || fail "rank $r exited ${c:-?}"
     grep -q "staged_loop: rank $r: done: .*every result exact" "$log" || fail "rank $r: no clean end"
-    other=$(stat "$r" $((1 - pi)) errors)
+    other=$(plane_counter "$r" $((1 - pi)) errors)
     [ "${other:-0}" = 0 ] || fail "rank $r: $other failure(s) counted on the plane that was not faulted"
   done
-  e=$(stat "$node" "$pi" errors) a=$(stat "$node" "$pi" readmissions) t=$(stat "$node" "$pi" tx_after_readmit)
+  e=$(plane_counter "$node" "$pi" errors) a=$(plane_counter "$node" "$pi" readmissions) t=$(plane_counter "$node" "$pi" tx_after_readmit)
   echo "run_staged_failover.sh: rank $node, plane $plane: errors ${e:-?}, readmissions ${a:-?}, bytes sent after re-admission ${t:-?}"
   [ "${e:-0}" -ge 1 ] || fail "rank $node never lost plane $plane"
   [ "${a:-0}" -ge 1 ] || fail "rank $node: plane $plane never re-admitted"
