@@ -12,7 +12,7 @@
 #                    [--device] [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-stock=0 over=() mismatch= stats=0 device=0
+stock=0 over=() mismatch='' stats=0 device=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --stock) stock=1 ;;
