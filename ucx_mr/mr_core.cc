@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 
+#include "dualrail/planes.h"
 #include "errbuf.hpp"
 #include "mr_internal.hpp"
 
@@ -357,10 +358,12 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
         set_err(err, errlen, "plane %d: ucp_config_read: %s", pl->index, ucs_status_string(st));
         return DR_ERR_UCX;
     }
+    char ucx_device[DR_DEVICE_NAME_MAX + 16];
+    dr_plane_ucx_device(pl->device.c_str(), "/sys", ucx_device, sizeof(ucx_device));
     struct {
         const char *key, *value;
     } settings[] = {
-        {"NET_DEVICES", pl->device.c_str()},
+        {"NET_DEVICES", ucx_device},
         {"TLS", mr->transports.c_str()},
         /* Copy-send only (see tcp_segment_env); a UCX_ZCOPY_THRESH the user set wins. */
         {"ZCOPY_THRESH", zcopy != nullptr ? zcopy : "inf"},

@@ -5,8 +5,11 @@
 
 #include "errbuf.hpp"
 
+#include <dirent.h>
 #include <net/if.h>
 #include <sys/stat.h>
+
+#include <cstdlib>
 
 #include <cstdarg>
 #include <cstdio>
@@ -154,6 +157,47 @@ extern "C" dr_status_t dr_plane_list_check(const dr_plane_list_t *list, dr_devic
         }
     }
     return DR_OK;
+}
+
+extern "C" const char *dr_plane_ucx_device(const char *device, const char *sysfs, char *out,
+                                           size_t outlen)
+{
+    snprintf(out, outlen, "%s", device);
+    struct stat st;
+    const std::string root = sysfs != nullptr ? sysfs : "/sys";
+    if (strchr(device, ':') != nullptr || device[0] == '\0' ||
+        stat((root + "/class/net/" + device).c_str(), &st) == 0) {
+        return out; /* a port given, or a network interface */
+    }
+    const std::string ports = root + "/class/infiniband/" + device + "/ports";
+    DIR *d = opendir(ports.c_str());
+    if (d == nullptr) {
+        return out; /* not an RDMA device: UCX will say what it thinks of the name */
+    }
+    long lowest = 0, active = 0;
+    while (struct dirent *e = readdir(d)) {
+        char *end = nullptr;
+        const long port = strtol(e->d_name, &end, 10);
+        if (port <= 0 || end == e->d_name || *end != '\0') {
+            continue;
+        }
+        lowest = lowest == 0 || port < lowest ? port : lowest;
+        char state[64] = "";
+        FILE *f = fopen((ports + "/" + e->d_name + "/state").c_str(), "r");
+        if (f != nullptr) {
+            if (fgets(state, sizeof(state), f) == nullptr) {
+                state[0] = '\0';
+            }
+            fclose(f);
+        }
+        if (strstr(state, "ACTIVE") != nullptr && (active == 0 || port < active)) {
+            active = port; /* "4: ACTIVE" */
+        }
+    }
+    closedir(d);
+    const long port = active != 0 ? active : lowest != 0 ? lowest : 1;
+    snprintf(out, outlen, "%s:%ld", device, port);
+    return out;
 }
 
 /* NUMA/PCIe-affine choice: ucx_mr/topo.cc. */

@@ -54,6 +54,17 @@ dr_status_t dr_plane_list_check(const dr_plane_list_t *list, dr_device_exists_fn
                                 void *arg, char *err, size_t errlen);
 
 /*
+ * The name UCX knows a plane device by (UCX_NET_DEVICES): an RDMA device
+ * written without a port ("mlx5_0") gets its first ACTIVE port ("mlx5_2:1";
+ * the lowest port when none is active), because UCX matches RDMA devices by
+ * "device:port" only and would find no transport for "mlx5_0". Network
+ * interfaces (also IPoIB ones) and names that carry a port are kept as
+ * written. sysfs: the sysfs root ("/sys"; tests pass a tree of their own).
+ * Returns out.
+ */
+const char *dr_plane_ucx_device(const char *device, const char *sysfs, char *out, size_t outlen);
+
+/*
  * The device this process uses on the plane: the one nearest to its GPU
  * (DUALRAIL_GPU_BUSID) or else to its CPU binding, ties spread over the
  * processes of the node (see dualrail/topo.h). A plane with one device, or

@@ -3,7 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -111,6 +114,66 @@ static void test_system_devices(void **state)
     assert_non_null(strstr(err, "drnosuchdev0"));
 }
 
+/* mkdir -p root/rel, and write text into root/rel/file when file is not NULL. */
+static void fake_sysfs(const char *root, const char *rel, const char *file, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; *p != '\0'; ++p) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    }
+    mkdir(path, 0755);
+    if (file != NULL) {
+        char f[600];
+        snprintf(f, sizeof(f), "%s/%s", path, file);
+        FILE *out = fopen(f, "w");
+        assert_non_null(out);
+        fputs(text, out);
+        fclose(out);
+    }
+}
+
+/* UCX matches RDMA devices by "device:port": a plane written "mlx5_0" gets its active port. */
+static void test_ucx_device_names(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/dr-sysfs-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    fake_sysfs(root, "class/infiniband/mlx5_0/ports/1", "state", "1: DOWN\n");
+    fake_sysfs(root, "class/infiniband/mlx5_0/ports/2", "state", "4: ACTIVE\n");
+    fake_sysfs(root, "class/infiniband/mlx5_1/ports/1", "state", "1: DOWN\n");
+    fake_sysfs(root, "class/infiniband/mlx5_1/ports/3", "state", "1: DOWN\n");
+    fake_sysfs(root, "class/infiniband/mlx5_2/ports/10", "state", "4: ACTIVE\n");
+    fake_sysfs(root, "class/infiniband/mlx5_2/ports/9", "state", "4: ACTIVE\n");
+    fake_sysfs(root, "class/infiniband/mlx5_3/ports", NULL, NULL); /* no port listed */
+    fake_sysfs(root, "class/net/ib0", NULL, NULL);                   /* IPoIB: a netdev */
+    fake_sysfs(root, "class/net/ethA", NULL, NULL);
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"mlx5_0", "mlx5_0:2"},   /* the active port */
+        {"mlx5_1", "mlx5_1:1"},   /* none active: the lowest */
+        {"mlx5_2", "mlx5_2:9"},   /* the lowest active, numerically */
+        {"mlx5_3", "mlx5_3:1"},   /* no ports listed: 1 */
+        {"mlx5_0:1", "mlx5_0:1"}, /* a port given: as written */
+        {"ib0", "ib0"},           /* network interfaces: as written */
+        {"ethA", "ethA"},
+        {"nosuch", "nosuch"}, /* unknown: as written (the existence check reports it) */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        char out[96];
+        assert_string_equal(dr_plane_ucx_device(cases[i].in, root, out, sizeof(out)),
+                            cases[i].out);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -118,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_check_devices),
         cmocka_unit_test(test_system_devices),
+        cmocka_unit_test(test_ucx_device_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
