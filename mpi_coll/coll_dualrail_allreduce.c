@@ -57,7 +57,8 @@ static int mpi_error(dr_status_t st)
     switch (st) {
     case DR_ERR_PEER_UNREACHABLE:
     case DR_ERR_TIMEOUT:
-    case DR_ERR_GPU: /* a CUDA failure during the call (device buffers) */
+    case DR_ERR_GPU:       /* a CUDA failure during the call (device buffers) */
+    case DR_ERR_NO_DEVICE: /* device buffers, but no usable GPU or device context */
         return MPI_ERR_OTHER;
     case DR_ERR_NO_MEMORY:
         return MPI_ERR_NO_MEM;

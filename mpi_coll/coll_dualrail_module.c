@@ -13,7 +13,6 @@
 #include "ompi/proc/proc.h"
 
 #include "dualrail/topo.h"
-#include "gpu/dr_gpu.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -340,14 +339,13 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     }
     const bool world = comm == &ompi_mpi_comm_world.comm;
     /*
-     * A single process is coll/self's, except where a GPU is usable: coll/self copies a
-     * device buffer with memcpy (Debian's Open MPI has no CUDA support) and crashes, so
-     * once the job runs dualrail, single-process communicators are taken too (their host
-     * buffers are copied as coll/self would).
+     * Single-process communicators other than a one-process MPI_COMM_WORLD are taken too
+     * once the job runs dualrail: coll/self copies a device buffer with memcpy (Debian's
+     * Open MPI has no CUDA support) and crashes. Host buffers are copied as coll/self
+     * would. Not only where a GPU is usable: asking CUDA here would initialise it inside
+     * MPI_Init (MPI_COMM_SELF), before an application sets CUDA_VISIBLE_DEVICES.
      */
-    if (ompi_comm_size(comm) < 2 &&
-        (world || cm->state != MCA_COLL_DUALRAIL_STATE_ON ||
-         !mca_coll_dualrail_gpu_mem()->available())) {
+    if (ompi_comm_size(comm) < 2 && (world || cm->state != MCA_COLL_DUALRAIL_STATE_ON)) {
         DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
                          comm->c_name);
         return NULL;

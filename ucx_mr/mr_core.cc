@@ -360,6 +360,10 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     }
     char ucx_device[DR_DEVICE_NAME_MAX + 16];
     dr_plane_ucx_device(pl->device.c_str(), "/sys", ucx_device, sizeof(ucx_device));
+    if (pl->device != ucx_device) {
+        mr->log(DR_LOG_INFO, "plane %d: device %s is %s for UCX (its active or lowest port)",
+                pl->index, pl->device.c_str(), ucx_device);
+    }
     struct {
         const char *key, *value;
     } settings[] = {
@@ -386,7 +390,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     ucp_config_release(config);
     if (st != UCS_OK) {
         set_err(err, errlen, "plane %d (%s): ucp_init: %s (is the device usable with UCX_TLS=%s?)",
-                pl->index, pl->device.c_str(), ucs_status_string(st), mr->transports.c_str());
+                pl->index, ucx_device, ucs_status_string(st), mr->transports.c_str());
         pl->context = nullptr;
         return DR_ERR_UCX;
     }

@@ -55,7 +55,7 @@ dr_status_t dr_plane_list_check(const dr_plane_list_t *list, dr_device_exists_fn
 
 /*
  * The name UCX knows a plane device by (UCX_NET_DEVICES): an RDMA device
- * written without a port ("mlx5_0") gets its first ACTIVE port ("mlx5_2:1";
+ * written without a port ("mlx5_0") gets its first ACTIVE port ("mlx5_0:1";
  * the lowest port when none is active), because UCX matches RDMA devices by
  * "device:port" only and would find no transport for "mlx5_0". Network
  * interfaces (also IPoIB ones) and names that carry a port are kept as

@@ -312,7 +312,7 @@ dr_status_t cuda_device_enter(int device, void **saved)
     CUcontext prev = nullptr;
     if (g_ctx_get(&prev) != CUDA_SUCCESS) {
         snprintf(g_err, sizeof(g_err), "cuda: cannot read the thread's context");
-        return DR_ERR_INVALID;
+        return DR_ERR_GPU;
     }
     const cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess) {

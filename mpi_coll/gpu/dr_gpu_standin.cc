@@ -23,7 +23,9 @@
  *     one whose memory is on another device than its stream's faults when it
  *     runs: the stream's events and stream_sync report it from then on, as
  *     CUDA reports an illegal address. Copies may cross devices.
- * One mutex guards everything: the tests run one thread per rank.
+ * One mutex guards the streams and events of this copy (the tests run one
+ * thread per rank); device memory needs none (atomics in the shared header).
+ * Each copy has its own streams, events and current device per thread.
  */
 #include <sys/mman.h>
 #include <unistd.h>
@@ -89,7 +91,14 @@ dr_status_t fail(dr_status_t st, const char *what)
 constexpr uintptr_t kWindowAt = 0x3e0000000000ull;
 constexpr size_t kWindowSize = (size_t)256 << 30; /* 256 GiB of device addresses */
 constexpr size_t kPartSize = kWindowSize / DR_MEM_STANDIN_DEVICES;
-constexpr uint64_t kMagic = 0x64722d7374616e64ull; /* "dr-stand" */
+constexpr uint64_t kMagic = 0x64722d7374616e64ull;      /* "dr-stand": the window's header */
+constexpr uint64_t kAllocMagic = 0x64722d616c6c6f63ull; /* "dr-alloc": a live allocation */
+
+/* An allocation's header page (shadow side, just below its bytes). */
+struct AllocHeader {
+    uint64_t magic; /* kAllocMagic while allocated, 0 once freed */
+    uint64_t len;   /* bytes of shadow after the header page (guard page included) */
+};
 
 struct Header {
     std::atomic<uint64_t> magic;
@@ -132,7 +141,14 @@ Window make_window()
     void *a = mmap((void *)kWindowAt, 2 * kWindowSize, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1,
                    0);
     uintptr_t shared = kWindowAt + kWindowSize;
-    if (a == MAP_FAILED && errno == EEXIST && mapped_rw(shared, w.page)) {
+    bool theirs = false;
+    if (a == MAP_FAILED && errno == EEXIST) {
+        /* Another copy may be between its mmap and making the header writable: bounded wait. */
+        for (int i = 0; i < 1000 && !(theirs = mapped_rw(shared, w.page)); ++i) {
+            usleep(1000);
+        }
+    }
+    if (theirs) {
         /* Another copy of the stand-in made it: wait (bounded) for its header. */
         w.base = kWindowAt;
         w.hdr = reinterpret_cast<Header *>(shared);
@@ -179,7 +195,8 @@ const Window &window()
     return w;
 }
 
-/* The device whose memory p is, or -1 (host memory). */
+/* The device whose memory p is, or -1 (host memory). The allocated part of each device's
+ * range stays readable on the shadow side for good (freed bytes read as zero). */
 int device_in(const Window &w, const void *p)
 {
     const uintptr_t a = (uintptr_t)p;
@@ -408,24 +425,35 @@ dr_status_t standin_device_alloc(void **p, size_t bytes)
     if (w.base == 0) {
         return fail(DR_ERR_NO_MEMORY, w.why);
     }
+    if (bytes > kPartSize) {
+        return fail(DR_ERR_NO_MEMORY, "device allocation larger than the device");
+    }
     const size_t len = (bytes + w.page - 1) / w.page * w.page + w.page; /* + a guard page */
     const int dev = g_device; /* memory of the thread's current device, as cudaMalloc */
-    const uint64_t off = w.hdr->next[dev].fetch_add(w.page + len, std::memory_order_acq_rel);
-    if (off + w.page + len > kPartSize) {
-        return fail(DR_ERR_NO_MEMORY, "device window exhausted");
-    }
+    /* Advance the part's pointer only when the request fits: a refused one costs nothing. */
+    std::atomic<uint64_t> &next = w.hdr->next[dev];
+    uint64_t off = next.load(std::memory_order_acquire);
+    do {
+        if (off + w.page + len > kPartSize) {
+            return fail(DR_ERR_NO_MEMORY, "device window exhausted");
+        }
+    } while (!next.compare_exchange_weak(off, off + w.page + len, std::memory_order_acq_rel));
     const uintptr_t at = w.base + (size_t)dev * kPartSize + off;
-    /* Shadow side: the header page (the length, for free), then the bytes. */
+    /* Shadow side: the header page, then the bytes. Read-write from now on for good, so a
+     * free can check any page-aligned pointer's header page, and the kernel merges the
+     * part's allocated shadow into one mapping. */
     char *shadow = reinterpret_cast<char *>(at + kWindowSize);
     if (mprotect(shadow, w.page + len, PROT_READ | PROT_WRITE) != 0) {
         return fail(DR_ERR_NO_MEMORY, "out of memory for device backing");
     }
-    memcpy(shadow, &len, sizeof(len));
     memset(shadow + w.page, 0xdb, len); /* like fresh device memory: not zero */
+    const AllocHeader h = {kAllocMagic, len};
+    memcpy(shadow, &h, sizeof(h));
     *p = reinterpret_cast<void *>(at + w.page);
     return DR_OK;
 }
 
+/* Like cudaFree: anything but the start of a live allocation is ignored (never a crash). */
 void standin_device_free(void *p)
 {
     const Window &w = window();
@@ -433,14 +461,15 @@ void standin_device_free(void *p)
         return;
     }
     char *shadow = static_cast<char *>(p) + kWindowSize - w.page;
-    size_t len = 0;
-    memcpy(&len, shadow, sizeof(len));
-    if (len == 0) {
-        return; /* freed already */
+    AllocHeader h;
+    memcpy(&h, shadow, sizeof(h));
+    if (h.magic != kAllocMagic || h.len == 0 || h.len > kPartSize) {
+        return; /* freed already, or not the start of an allocation */
     }
+    h.magic = 0;
+    memcpy(shadow, &h, sizeof(h));
     /* Give the memory back; the addresses stay reserved (and device) for good. */
-    madvise(shadow, w.page + len, MADV_DONTNEED);
-    mprotect(shadow + w.page, len, PROT_NONE);
+    madvise(shadow, w.page + h.len, MADV_DONTNEED);
 }
 
 const char *standin_last_error(void)

@@ -61,7 +61,11 @@ np=$("$lab" nodes) || { echo "run_staged_failover.sh: no lab up"; echo FAIL; exi
 work=$(mktemp -d /tmp/dualrail-staged-XXXXXX)
 chmod 755 "$work"
 log=$work/log
+pids=()
 cleanup() {
+  # Ranks still running (the script was interrupted): end them before healing; the
+  # work directory in their command line makes them this run's.
+  pkill -f -- "--dir $work/oob" 2>/dev/null || true
   for p in a b; do "$lab" fault "$node" "$p" heal >/dev/null 2>&1 || true; done
   [ -z "$keep_log" ] || cp "$log" "$keep_log" 2>/dev/null || true
   rm -rf "$work"
@@ -77,8 +81,7 @@ mkdir -p "$work/oob"
 limit=$(awk -v s="$seconds" -v f="$fault_at" -v e="$end_max" -v m="$mode" \
   'BEGIN { printf "%d", (m == "cut" ? f + e : s) + 60 }')
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
-echo "run_staged_failover.sh: $mode $kind node $node${mode:+ }on lab ${DUALRAIL_LAB_PREFIX:-drlab}, $np ranks, device buffers on the stand-in"
-pids=()
+echo "run_staged_failover.sh: $mode $kind node $node on lab ${DUALRAIL_LAB_PREFIX:-drlab}, $np ranks, device buffers on the stand-in"
 for r in $(seq 0 $((np - 1))); do
   { timeout -k 10 "$limit" "$lab" exec "$r" "$bin" --rank "$r" "${args[@]}" 2>&1
     echo "staged_loop: rank $r: EXIT $?"; } | stamp >"$work/rank$r" &

@@ -46,7 +46,8 @@
  *   done: K iterations, every result exact | N wrong
  *
  * Exit status: 0 every result exact and no error; 1 a wrong result; 2 bad
- * arguments or set-up failure; 3 an allreduce returned an error.
+ * arguments, set-up failure or a broken verdict exchange; 3 an allreduce
+ * returned an error.
  */
 #include <algorithm>
 #include <unistd.h>
@@ -349,8 +350,8 @@ int run(Loop &l)
         const uint32_t mine = (rc == 1 ? kFlagWrong : 0u) | (rc == 3 ? kFlagError : 0u) |
                               (o.rank == 0 && mono() - t0 >= o.seconds ? kFlagStop : 0u);
         if (l.agree(k, mine, &all) != 0) {
-            failed = 1;
-            break;
+            l.teardown();
+            return 2; /* the verdict exchange itself broke: no statement about the allreduce */
         }
         if (all != 0) {
             any_error = (all & kFlagError) != 0;

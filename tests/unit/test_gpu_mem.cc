@@ -74,6 +74,40 @@ void test_standin_kinds(void **state)
     m->device_free(dev2);
 }
 
+/* The stand-in's allocator behaves like cudaMalloc/cudaFree on bad requests. */
+void test_standin_alloc_edges(void **state)
+{
+    (void)state;
+    const dr_mem_ops_t *m = dr_mem_standin();
+    void *huge = nullptr, *a = nullptr, *b = nullptr, *s = nullptr;
+    /* Too large, or so large the size would wrap: refused, and nothing is used up. */
+    assert_int_equal(m->device_alloc(&huge, (size_t)200 << 30), DR_ERR_NO_MEMORY);
+    assert_int_equal(m->device_alloc(&huge, SIZE_MAX), DR_ERR_NO_MEMORY);
+    assert_int_equal(m->device_alloc(&a, 3 * 4096), DR_OK);
+    assert_int_equal(m->device_alloc(&b, 4096), DR_OK);
+    assert_int_equal(m->stream_create(&s), DR_OK);
+    std::vector<unsigned char> x(4096, 0x5a), y(4096, 0);
+    assert_int_equal(m->copy_async(b, x.data(), 4096, s), DR_OK);
+    assert_int_equal(m->stream_sync(s), DR_OK);
+    /* Not the start of an allocation: ignored, b's bytes untouched. */
+    m->device_free(static_cast<char *>(a) + 4096);
+    m->device_free(static_cast<char *>(a) + 2 * 4096);
+    m->device_free(static_cast<char *>(a) - 4096);
+    m->device_free(a);
+    m->device_free(static_cast<char *>(a) + 4096); /* inside a freed buffer */
+    assert_int_equal(m->copy_async(y.data(), b, 4096, s), DR_OK);
+    assert_int_equal(m->stream_sync(s), DR_OK);
+    assert_memory_equal(y.data(), x.data(), 4096);
+    m->device_free(b);
+    /* Many allocations and frees: no per-buffer kernel mapping is left behind. */
+    for (int i = 0; i < 70000; ++i) {
+        void *t = nullptr;
+        assert_int_equal(m->device_alloc(&t, 64), DR_OK);
+        m->device_free(t);
+    }
+    m->stream_destroy(s);
+}
+
 /* A device fault (a kernel on another device's memory) is a GPU error, not a bad argument. */
 void test_standin_device_fault(void **state)
 {
@@ -351,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_standin_kinds),
         cmocka_unit_test(test_standin_late_and_ordered),
         cmocka_unit_test(test_standin_device_fault),
+        cmocka_unit_test(test_standin_alloc_edges),
         cmocka_unit_test(test_cuda_table_without_gpu),
         cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_element_ops),
