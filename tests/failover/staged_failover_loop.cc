@@ -63,6 +63,7 @@
 #include "dr_coll_gpu.h"
 #include "gpu/dr_gpu.h"
 #include "oob_file.h"
+#include "test_helpers.hpp"
 
 namespace {
 
@@ -90,15 +91,6 @@ double mono()
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
-}
-
-void sum_f32(const void *in, void *io, size_t n, void *)
-{
-    const float *a = static_cast<const float *>(in);
-    float *b = static_cast<float *>(io);
-    for (size_t i = 0; i < n; ++i) {
-        b[i] = a[i] + b[i];
-    }
 }
 
 /* Small integers: every partial sum of up to 16 ranks is exact in float. */
@@ -169,7 +161,7 @@ struct Loop {
             }
             send = inplace ? nullptr : dsend;
         }
-        dr_allreduce_args_t a = args(send, recv, count, sum_f32);
+        dr_allreduce_args_t a = args(send, recv, count, dualrail::test::sum_t<float>);
         const dr_status_t st =
             dr_allreduce_device(mr, &a, DR_GPU_SUM, DR_GPU_F32, staging, err, sizeof(err));
         if (st != DR_OK) {

@@ -33,47 +33,17 @@
 #include "dr_coll_gpu.h"
 #include "gpu/dr_gpu.h"
 #include "oob_file.h"
+#include "test_helpers.hpp"
 
 namespace {
+
+using namespace dualrail::test;
 
 struct Opts {
     bool standin = false;
     const char *planes = "lo";
     size_t perf_mib = 64;
 };
-
-void sum_f32(const void *in, void *io, size_t n, void *)
-{
-    const float *a = static_cast<const float *>(in);
-    float *b = static_cast<float *>(io);
-    for (size_t i = 0; i < n; ++i) {
-        b[i] = a[i] + b[i];
-    }
-}
-void max_i32(const void *in, void *io, size_t n, void *)
-{
-    const int32_t *a = static_cast<const int32_t *>(in);
-    int32_t *b = static_cast<int32_t *>(io);
-    for (size_t i = 0; i < n; ++i) {
-        b[i] = a[i] > b[i] ? a[i] : b[i];
-    }
-}
-void sum_u8(const void *in, void *io, size_t n, void *)
-{
-    const uint8_t *a = static_cast<const uint8_t *>(in);
-    uint8_t *b = static_cast<uint8_t *>(io);
-    for (size_t i = 0; i < n; ++i) {
-        b[i] = (uint8_t)(a[i] + b[i]);
-    }
-}
-void sum_u32x3(const void *in, void *io, size_t n, void *)
-{
-    const uint32_t *a = static_cast<const uint32_t *>(in);
-    uint32_t *b = static_cast<uint32_t *>(io);
-    for (size_t i = 0; i < 3 * n; ++i) {
-        b[i] += a[i];
-    }
-}
 
 struct Type {
     const char *name;
@@ -82,9 +52,9 @@ struct Type {
     int gop, gtype;
 };
 const Type kTypes[] = {
-    {"f32 sum", 4, sum_f32, DR_GPU_SUM, DR_GPU_F32},
-    {"i32 max", 4, max_i32, DR_GPU_MAX, DR_GPU_I32},
-    {"u8 sum", 1, sum_u8, DR_GPU_SUM, DR_GPU_U8},
+    {"f32 sum", 4, sum_t<float>, DR_GPU_SUM, DR_GPU_F32},
+    {"i32 max", 4, max_t<int32_t>, DR_GPU_MAX, DR_GPU_I32},
+    {"u8 sum", 1, sum_t<uint8_t>, DR_GPU_SUM, DR_GPU_U8},
     {"u32x3 sum (no kernel)", 12, sum_u32x3, -1, -1},
 };
 

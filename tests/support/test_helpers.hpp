@@ -1,6 +1,6 @@
 /*
  * What the C++ allreduce tests share: deterministic test values, wrapping sum
- * reductions (a ReduceFn), and a thread-safe list of failure lines.
+ * and max reductions (a ReduceFn), and a thread-safe list of failure lines.
  */
 #ifndef DUALRAIL_TESTS_SUPPORT_TEST_HELPERS_HPP
 #define DUALRAIL_TESTS_SUPPORT_TEST_HELPERS_HPP
@@ -32,6 +32,16 @@ template <typename T> void sum_t(const void *in, void *inout, size_t count, void
     T *b = static_cast<T *>(inout);
     for (size_t i = 0; i < count; ++i) {
         b[i] = (T)(a[i] + b[i]);
+    }
+}
+
+/* inout = max(in, inout), element type T. */
+template <typename T> void max_t(const void *in, void *inout, size_t count, void *)
+{
+    const T *a = static_cast<const T *>(in);
+    T *b = static_cast<T *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] = a[i] > b[i] ? a[i] : b[i];
     }
 }
 

@@ -43,15 +43,6 @@ namespace {
 
 constexpr uint32_t kComm = 0x0321;
 
-template <typename T> void max_t(const void *in, void *inout, size_t count, void *)
-{
-    const T *a = static_cast<const T *>(in);
-    T *b = static_cast<T *>(inout);
-    for (size_t i = 0; i < count; ++i) {
-        b[i] = a[i] > b[i] ? a[i] : b[i];
-    }
-}
-
 struct Type {
     const char *name;
     size_t esz;
