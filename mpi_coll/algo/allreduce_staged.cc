@@ -74,15 +74,12 @@ class StagedRing {
     }
 
     /*
-     * Streams, events and slots for this call, before anything goes on the
-     * wire: a rank that cannot have them takes the whole-message path instead
-     * (same wire schedule), rather than failing alone while its peers wait.
+     * The slots for this call, before anything goes on the wire (streams and
+     * events exist and the staging's device is current: allreduce_staged). A
+     * rank that cannot have them takes the whole-message path instead (same
+     * wire schedule), rather than failing alone while its peers wait.
      */
-    dr_status_t prepare(std::string *why)
-    {
-        /* Streams and events exist, and the staging's device is current (allreduce_staged). */
-        return s_.reserve(window_, slot_bytes_, why);
-    }
+    dr_status_t prepare(std::string *why) { return s_.reserve(window_, slot_bytes_, why); }
 
     /* After prepare() succeeded. */
     dr_status_t run(std::string *err)

@@ -224,12 +224,6 @@ void *real_mut(void *p)
     return const_cast<void *>(real(p));
 }
 
-/* The device of a stand-in device pointer; -1 for host memory. */
-int device_of_locked(const void *p)
-{
-    return device_in(window(), p);
-}
-
 bool run_one(Stream *s);
 
 /* Make progress toward ev's ticket; true when it has been reached. */
@@ -258,7 +252,8 @@ bool run_one(Stream *s)
         ++g_ops_run;
         break;
     case Op::kReduce: {
-        const int ds = device_of_locked(o.src), dd = device_of_locked(o.dst);
+        const Window &w = window();
+        const int ds = device_in(w, o.src), dd = device_in(w, o.dst);
         if ((ds >= 0 && ds != s->device) || (dd >= 0 && dd != s->device)) {
             s->fault = "a reduction on a stream of one device touched memory of another "
                        "(an illegal address without peer access)";
@@ -479,8 +474,7 @@ const char *standin_last_error(void)
 
 int standin_device_of(const void *p)
 {
-    std::lock_guard<std::recursive_mutex> lk(g_mu);
-    return device_of_locked(p);
+    return device_in(window(), p); /* the shared header's atomics: no lock */
 }
 
 int standin_device_current(void)
