@@ -57,11 +57,12 @@ command -v gnuplot >/dev/null ||
   echo "failover_timeline.sh: gnuplot not found (apt-get install gnuplot-nox): no plot" >&2
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drtimeline} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
+# shellcheck source=contrib/lib/schedule.sh
+. "$root/contrib/lib/schedule.sh" # stamp, sleep_until
 work=$(mktemp -d /tmp/dualrail-timeline-XXXXXX)
 trap '"$lab" fault "$node" a heal >/dev/null 2>&1 || true; "$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 "$lab" up --nodes 4 --rate "$rate" >/dev/null
 
-stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 # run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in the background
 run() {
   local name=$1 secs=$2
@@ -80,9 +81,6 @@ start_of() { # the loop's start epoch, waiting for it (bounded)
     sleep 0.1
   done
   return 1
-}
-sleep_until() {
-  sleep "$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; if (d < 0) d = 0; printf "%.3f", d }')"
 }
 job_ok() { # log
   wait "$job" || true

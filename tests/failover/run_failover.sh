@@ -61,6 +61,8 @@ bin=$1 mode=$2
 shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lab=$root/contrib/lab.sh
+# shellcheck source=contrib/lib/schedule.sh
+. "$root/contrib/lib/schedule.sh" # stamp, sleep_until
 [ -x "$bin" ] || { echo "run_failover.sh: $bin is not an executable" >&2; exit 2; }
 
 kind='' size='' nodes='' plane=a
@@ -183,7 +185,6 @@ fi
 limit=$(awk -v s="$seconds" 'BEGIN { printf "%d", s + 90 }')
 [ "$mode" != cut ] || limit=$(awk -v f="$fault_at" -v e="$end_max" 'BEGIN { printf "%d", f + e + 30 }')
 
-stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 note() { printf '%s EVENT %s\n' "$EPOCHREALTIME" "$*" >>"$events"; echo "run_failover.sh: $*"; }
 : >"$events"
 echo "run_failover.sh: $mode ${kind:+$kind }${size:+$size }${nodes:+node(s) $nodes }on lab ${DUALRAIL_LAB_PREFIX:-drlab}, $np ranks"
@@ -199,11 +200,6 @@ for _ in $(seq 1 600); do
   grep -q "JOB-EXIT" "$log" && break
   sleep 0.1
 done
-sleep_until() { # epoch
-  local d
-  d=$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; if (d < 0) d = 0; printf "%.3f", d }')
-  sleep "$d"
-}
 fault_t='' heal_t=''
 if [ -n "$t0" ]; then
   sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"

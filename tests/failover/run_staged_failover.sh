@@ -32,6 +32,8 @@ bin=$1 mode=$2 kind=$3 node=$4
 shift 4
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lab=$root/contrib/lab.sh
+# shellcheck source=contrib/lib/schedule.sh
+. "$root/contrib/lib/schedule.sh" # stamp, sleep_until
 [ -x "$bin" ] || { echo "run_staged_failover.sh: $bin is not an executable" >&2; exit 2; }
 case $mode in fault|cut) ;; *) usage ;; esac
 case $kind in down|blackhole|reset) ;; *) usage ;; esac
@@ -80,7 +82,6 @@ mkdir -p "$work/oob"
 # Whatever happens, no rank outlives this (a hang shows as exit 124).
 limit=$(awk -v s="$seconds" -v f="$fault_at" -v e="$end_max" -v m="$mode" \
   'BEGIN { printf "%d", (m == "cut" ? f + e : s) + 60 }')
-stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
 echo "run_staged_failover.sh: $mode $kind node $node on lab ${DUALRAIL_LAB_PREFIX:-drlab}, $np ranks, device buffers on the stand-in"
 for r in $(seq 0 $((np - 1))); do
   { timeout -k 10 "$limit" "$lab" exec "$r" "$bin" --rank "$r" "${args[@]}" 2>&1
@@ -95,9 +96,6 @@ for _ in $(seq 1 600); do
   grep -q "EXIT" "$work/rank0" && break
   sleep 0.1
 done
-sleep_until() {
-  sleep "$(awk -v t="$1" -v now="$EPOCHREALTIME" 'BEGIN { d = t - now; printf "%.3f", d < 0 ? 0 : d }')"
-}
 fault_t='' events=''
 if [ -n "$t0" ]; then
   sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
