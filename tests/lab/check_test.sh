@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 LAB=$REPO/contrib/lab.sh
 CHECK=${1:?usage: check_test.sh PATH/TO/dualrail-check}
-export DUALRAIL_LAB_PREFIX=drchk
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drchk}
 P=$DUALRAIL_LAB_PREFIX
 RATE=200mbit
 
