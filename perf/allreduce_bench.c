@@ -3,7 +3,7 @@
  * Plain MPI: it measures whatever coll component the MCA parameters select,
  * so the same binary compares coll/dualrail with the stock paths.
  *
- *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS] [-d cuda]
+ *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS] [-d cuda] [-r]
  *
  *   -m  message sizes in bytes, powers of two from MIN to MAX (default 8:16777216)
  *   -i  timed iterations per size (default: 200 up to 64 KiB, 50 up to 1 MiB, 20 above)
@@ -13,6 +13,9 @@
  *   -d  buffer memory: host (default) or cuda (device memory of the current GPU, like
  *       osu_allreduce -d cuda; refuses to run when no GPU is usable). Only coll/dualrail
  *       takes device buffers: Debian's Open MPI is not built with CUDA, select the component)
+ *   -r  message rate: per size, -i calls back to back after one barrier (no barrier between
+ *       them); prints the slowest rank's calls per second instead of latency and bandwidth.
+ *       Not with -c (in-place sums repeated back to back leave nothing simple to check)
  *
  * Bus bandwidth = size / time x 2(n-1)/n, the convention of OSU and nccl-tests.
  * Data: MPI_FLOAT, MPI_SUM, as osu_allreduce. MB = 10^6 bytes.
@@ -27,7 +30,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] "
-                    "[-T SECONDS] [-d cuda]\n");
+                    "[-T SECONDS] [-d cuda] [-r]\n");
 }
 
 static void fill(float *b, size_t n, int rank, int iter)
@@ -57,7 +60,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     size_t min = 8, max = 16u << 20;
     long iters = -1, warmup = -1;
-    int validate = 0;
+    int validate = 0, rate = 0;
     double limit = 30;
     int device = 0;
     for (int i = 1; i < argc; ++i) {
@@ -82,10 +85,18 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "-c") == 0) {
             validate = 1;
+        } else if (strcmp(argv[i], "-r") == 0) {
+            rate = 1;
         } else {
             if (rank == 0) usage();
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+    if (rate && validate) {
+        if (rank == 0) {
+            fprintf(stderr, "dualrail-allreduce-bench: -r and -c do not combine\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
     float *buf = malloc(max);
     if (buf == NULL) {
@@ -111,8 +122,12 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("# DualRail allreduce benchmark (MPI_FLOAT, MPI_SUM), %d ranks, %s buffers\n",
                size, device ? "device (cuda)" : "host");
-        printf("# %-10s %16s %14s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
-               validate ? "   Validation" : "");
+        if (rate) {
+            printf("# %-10s %16s\n", "Size", "Calls/s");
+        } else {
+            printf("# %-10s %16s %14s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
+                   validate ? "   Validation" : "");
+        }
         fflush(stdout);
     }
     int failures = 0;
@@ -131,7 +146,23 @@ int main(int argc, char **argv)
         double total = 0;
         long done = 0;
         int bad = 0, stop = 0;
-        for (long k = 0; k < it && !stop; ++k) {
+        if (rate) {
+            /* Back to back, as a solver's dot products: one barrier, then the calls. Bounded
+             * by the count and by the time, which rank 0 checks every 64 calls for all. */
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            for (long k = 0; k < it && !stop; ++k) {
+                MPI_Allreduce(MPI_IN_PLACE, cbuf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                ++done;
+                if ((k & 63) == 63) {
+                    int s = MPI_Wtime() - t0 > limit;
+                    MPI_Bcast(&s, 1, MPI_INT, 0, MPI_COMM_WORLD);
+                    stop = s;
+                }
+            }
+            total = MPI_Wtime() - t0;
+        }
+        for (long k = 0; k < it && !stop && !rate; ++k) {
             if (validate) {
                 fill(buf, n, rank, (int)k);
                 if (device) {
@@ -161,7 +192,10 @@ int main(int argc, char **argv)
         int any_bad;
         MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         failures += any_bad;
-        if (rank == 0) {
+        if (rank == 0 && rate) {
+            printf("%-12zu %16.0f\n", bytes, 1.0 / max_avg);
+            fflush(stdout);
+        } else if (rank == 0) {
             double busbw = (double)bytes / max_avg * 2.0 * (size - 1) / size / 1e6;
             printf("%-12zu %16.2f %14.2f%s\n", bytes, max_avg * 1e6, busbw,
                    validate ? (any_bad ? "   FAIL" : "   Pass") : "");

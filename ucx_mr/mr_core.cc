@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -197,7 +198,7 @@ void Mr::ep_close(Link *l, bool sever)
     }
     if (sever && !l->ep_failed && sever_sockets(l) > 0) {
         /* Let UCX see the failure before the endpoint is destroyed; bounded. */
-        for (uint64_t end = now_us() + 200000; !l->ep_failed && now_us() < end;) {
+        for (uint64_t end = now_us() + 200000; !l->ep_failed && (clock = now_us()) < end;) {
             ucp_worker_progress(planes[l->plane]->worker);
         }
     }
@@ -265,6 +266,8 @@ Req *Mr::req_get()
     r->got.clear();
     r->ops = 0;
     r->acked = false;
+    r->copied = false;
+    r->released = false;
     r->bound = false;
     r->total = r->received = 0;
     r->last_plane = 0;
@@ -484,6 +487,14 @@ static void mr_teardown(Mr *mr)
             }
         }
     }
+    /* Copied sends are complete for the caller but may not have reached their peer yet:
+     * closing the endpoints now could drop them, and the peer would wait for a message
+     * this process already reported sent. Peers acknowledge a whole small message within
+     * kAckDelayUs of its arrival, posted receive or not (at once when they are leaving
+     * too), so this takes about a round trip; bounded for a peer that is gone. */
+    mr->ack_flush(true, now_us());
+    mr->drain_copies(2000000);
+    mr->ack_flush(true, now_us());
     /* Say goodbye on every live endpoint, so peers log our leaving as no failure. */
     for (auto &p : mr->peers) {
         if (!p || !p->known || p->gone) {
@@ -498,7 +509,7 @@ static void mr_teardown(Mr *mr)
     }
     if (!mr->ctrl.empty()) {
         mr->ctrl_flush();
-        for (uint64_t end = now_us() + 50000; now_us() < end;) {
+        for (uint64_t end = now_us() + 50000; (mr->clock = now_us()) < end;) {
             for (auto &pl : mr->planes) {
                 ucp_worker_progress(pl->worker);
             }
@@ -514,7 +525,7 @@ static void mr_teardown(Mr *mr)
     }
     /* Let forced closes and cancelled sends finish; bounded. */
     uint64_t deadline = now_us() + 2000000;
-    while (!mr->closing.empty() && now_us() < deadline) {
+    while (!mr->closing.empty() && (mr->clock = now_us()) < deadline) {
         for (auto &pl : mr->planes) {
             if (pl->worker) {
                 ucp_worker_progress(pl->worker);
@@ -574,6 +585,7 @@ extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
     cfg->flap_window = 5.0;
     cfg->verbose = 0;
     cfg->name = "mr";
+    cfg->copy_max = 16 * 1024;
 }
 
 extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out,
@@ -608,6 +620,8 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
     }
     try {
         mr->cfg = *cfg;
+        /* A copied send travels as one segment on one plane. */
+        mr->cfg.copy_max = std::min({cfg->copy_max, cfg->min_stripe, cfg->segment_size});
         mr->planes_text = cfg->planes;
         mr->transports = cfg->transports ? cfg->transports : "^sm,self,cma";
         mr->name = cfg->name ? cfg->name : "mr";

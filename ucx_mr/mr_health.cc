@@ -269,6 +269,13 @@ void Mr::watchdog(uint64_t now)
             continue;
         }
         const bool busy = !p->sends.empty() || !p->recvs.empty();
+        /* Copied sends are complete for their callers: a peer that only owes their
+         * acknowledgements (it may be computing, not progressing) is watched plane by plane
+         * but never failed as a whole for its silence; a caller waiting on it is. */
+        bool waited_on = !p->recvs.empty();
+        for (size_t i = 0; !waited_on && i < p->sends.size(); ++i) {
+            waited_on = !p->sends[i]->copied;
+        }
         int up = 0, silent = 0;
         for (size_t i = 0; i < planes.size(); ++i) {
             Link *l = p->links[i].get();
@@ -307,7 +314,7 @@ void Mr::watchdog(uint64_t now)
                 l->ping_sent = now;
                 l->other_alive = 0;
             }
-            if (peer_timeout_us != 0 && now - since > peer_timeout_us) {
+            if (waited_on && peer_timeout_us != 0 && now - since > peer_timeout_us) {
                 ++silent;
             }
         }

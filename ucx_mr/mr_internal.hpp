@@ -27,7 +27,7 @@ namespace mr {
 
 constexpr unsigned kAmId = 0x1d;
 constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2; /* 2: kData carries a piggybacked acknowledgement in aux */
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
 /* UCX_TCP_{TX,RX}_SEG_SIZE = wire segment + this: room for UCX's and our headers. */
@@ -42,7 +42,7 @@ struct WireHdr {
     uint16_t version;
     uint32_t src;      /* sender's process id */
     uint32_t msg_id;   /* sender's per-peer message number: tells two uses of a key apart */
-    uint32_t aux;      /* ping/pong id */
+    uint32_t aux;      /* ping/pong id; kData: msg_id of a message of ours it acknowledges, or 0 */
     uint64_t key;
     uint64_t total;    /* message length (kData); probe flag (kPing/kPong) */
     uint64_t offset;   /* segment offset (kData) */
@@ -140,6 +140,9 @@ struct Req {
     char *buf = nullptr;
     uint64_t len = 0;            /* send: length; receive: capacity */
     /* send */
+    bool copied = false;         /* small send: buf is `copy`, complete for the caller at once */
+    bool released = false;       /* the caller freed it while it still waits for its ack */
+    std::vector<char> copy;      /* capacity kept across reuse: no allocation in steady state */
     std::vector<Seg> segs;
     uint32_t ops = 0;            /* UCX operations still referencing buf */
     bool acked = false;
@@ -168,6 +171,24 @@ struct Done {
     bool valid;
 };
 
+/*
+ * Acknowledgements of small messages are owed for a while instead of sent at once:
+ * their senders completed them when they copied them, so nobody waits for these, and
+ * the next data segment to that peer carries one for free (WireHdr::aux). Each message
+ * a rank receives would otherwise cost a send of its own, as much CPU and kernel work
+ * as the message itself. Owed acknowledgements older than kAckDelayUs, or beyond
+ * kOwedMax per peer, go out as kAck messages.
+ */
+constexpr uint64_t kAckDelayUs = 200;
+constexpr uint32_t kOwedMax = 32;
+
+struct Owed {
+    uint64_t key;
+    uint32_t msg_id;
+    int plane;      /* the plane the message completed on: the ack goes there if sent alone */
+    uint64_t since;
+};
+
 struct Peer {
     uint32_t id = 0;
     bool known = false;
@@ -192,6 +213,9 @@ struct Peer {
     std::vector<Unexpected> unexpected;
     std::vector<Done> done;
     size_t done_pos = 0;
+    uint32_t newest_msg = 0;   /* newest msg_id seen from the peer: anything newer is not done */
+    Owed owed[kOwedMax];       /* ring of acknowledgements owed to the peer */
+    uint32_t owed_head = 0, owed_count = 0;
 };
 
 /* An operation handed to UCX; its header must live until UCX completes it. */
@@ -224,6 +248,10 @@ struct Mr {
     std::vector<Op *> free_ops;
     std::vector<Ctrl> ctrl;
     std::vector<void *> closing;  /* endpoint close requests still running */
+    uint32_t owed_total = 0;      /* acknowledgements owed, all peers */
+    /* now_us() read once per dr_mr_progress: what UCX callbacks run inside it stamp their
+     * facts with (a clock read per message cost more than the rest of its bookkeeping). */
+    uint64_t clock = 0;
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
     uint64_t last_watchdog = 0;
@@ -251,7 +279,11 @@ struct Mr {
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
                    uint64_t total);
     void ctrl_flush();
-    void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane);
+    void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
+                 bool acked = false);
+    void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane);
+    void ack_flush(bool all, uint64_t now);
+    void on_ack(Peer *p, uint32_t msg_id, uint64_t now);
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
@@ -260,6 +292,8 @@ struct Mr {
     void on_op_done(Op *op, ucs_status_t status);
     void sweep(Peer *p);
     void retire(Req *r);
+    void recycle(Req *r);
+    void drain_copies(uint64_t limit_us);
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);

@@ -117,8 +117,20 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     op->link_gen = l->gen;
     op->req = r;
     op->req_gen = r->gen;
-    op->hdr = WireHdr{kData, (uint8_t)l->plane, kWireVersion, self, r->msg_id, 0, r->key, r->len,
-                      s.offset};
+    /* Carry the oldest acknowledgement owed to this peer (see kAckDelayUs). Should the
+     * segment be lost with its plane, the peer re-sends the message on a live plane once it
+     * declares that plane down, and draws a fresh ack (mr_health.cc, declare_down). */
+    Peer *p = peers[l->peer].get();
+    uint32_t ack_id = 0;
+    if (p->owed_count != 0) {
+        ack_id = p->owed[p->owed_head].msg_id;
+        p->owed_head = (p->owed_head + 1) % kOwedMax;
+        --p->owed_count;
+        --owed_total;
+        ++planes[l->plane]->stats.piggybacked_acks;
+    }
+    op->hdr = WireHdr{kData,  (uint8_t)l->plane, kWireVersion, self, r->msg_id, ack_id, r->key,
+                      r->len, s.offset};
     ucp_request_param_t param;
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -159,7 +171,7 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
          * doing so); a ping leaving it proves nothing, only its pong does. */
         if (status == UCS_OK) {
             if (op->data) {
-                note_progress(l, now_us());
+                note_progress(l, clock);
             }
         } else if (status != UCS_ERR_CANCELED) {
             l->ep_failed = true;
@@ -202,6 +214,9 @@ void Mr::ctrl_flush()
         }
         if (ep_ensure(l) != DR_OK) {
             continue; /* pongs on a dead plane are simply not answered */
+        }
+        if (h.type == kAck) {
+            ++planes[l->plane]->stats.tx_acks;
         }
         Op *op = op_get();
         op->data = false;
@@ -268,7 +283,57 @@ static bool ranges_add(std::vector<dr_extent_t> &got, uint64_t off, uint64_t len
     return true;
 }
 
-void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane)
+void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane)
+{
+    /* Only the messages a sender copies (dr_mr_isend) may wait: a longer send completes
+     * for its caller when this arrives. */
+    if (total == 0 || total > cfg.copy_max) {
+        ctrl_post(p->links[plane].get(), kAck, key, msg_id, 0, 0);
+        return;
+    }
+    if (p->owed_count == kOwedMax) {
+        const Owed &o = p->owed[p->owed_head];
+        ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
+        p->owed_head = (p->owed_head + 1) % kOwedMax;
+        --p->owed_count;
+        --owed_total;
+    }
+    p->owed[(p->owed_head + p->owed_count) % kOwedMax] = Owed{key, msg_id, plane, clock};
+    ++p->owed_count;
+    ++owed_total;
+}
+
+void Mr::ack_flush(bool all, uint64_t now)
+{
+    for (size_t pi = 0; pi < peers.size() && owed_total != 0; ++pi) {
+        Peer *p = peers[pi].get();
+        while (p != nullptr && p->owed_count != 0) {
+            const Owed &o = p->owed[p->owed_head];
+            if (!all && now - o.since < kAckDelayUs) {
+                break; /* the ring is in arrival order: the rest are younger */
+            }
+            ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
+            p->owed_head = (p->owed_head + 1) % kOwedMax;
+            --p->owed_count;
+            --owed_total;
+        }
+    }
+}
+
+void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now)
+{
+    /* msg_id alone names the message: it is unique per direction (never 0). */
+    for (Req *r : p->sends) {
+        if (r->msg_id == msg_id) {
+            r->acked = true;
+            p->message_done(now);
+            return;
+        }
+    }
+}
+
+void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
+                 bool acked)
 {
     if (!r->bound) {
         r->bound = true;
@@ -298,9 +363,11 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     r->last_plane = plane;
     if (r->received == r->total) {
         r->complete = true;
-        p->message_done(now_us());
+        p->message_done(clock);
         done_add(p, r->key, r->msg_id);
-        ctrl_post(p->links[plane].get(), kAck, r->key, r->msg_id, 0, 0);
+        if (!acked) {
+            ack(p, r->key, r->msg_id, r->total, plane);
+        }
     }
 }
 
@@ -315,7 +382,8 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
         }
         WireHdr h{kData, (uint8_t)u.plane, kWireVersion, p->id, u.msg_id, 0, u.key, u.total,
                   u.offset};
-        deliver(p, r, h, u.data, u.length, u.plane);
+        /* A message that arrived whole was acknowledged then (on_am). */
+        deliver(p, r, h, u.data, u.length, u.plane, u.offset == 0 && u.length == u.total);
         if (u.ucx_owned) {
             ucp_am_data_release(planes[u.plane]->worker, u.data);
         } else {
@@ -336,7 +404,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     }
     Peer *p = peer_get(h.src, true);
     Link *l = p->links[pl->index].get();
-    const uint64_t now = now_us();
+    const uint64_t now = clock;
     /* Anything arriving shows the peer's direction works, except a ping: that is the peer
      * asking the same question. Counting it let two sides that both pinged a link whose
      * data went nowhere keep answering each other's doubt and never declare it down. */
@@ -347,13 +415,22 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     case kData: {
         pl->stats.rx_bytes += len;
         ++pl->stats.rx_segments;
+        if (h.aux != 0) {
+            on_ack(p, h.aux, now);
+        }
+        /* A msg_id newer than any seen from the peer cannot be in the done ring: the common
+         * case (a new message) skips the scan of the ring. */
+        const bool newer = (int32_t)(h.msg_id - p->newest_msg) > 0;
+        if (newer) {
+            p->newest_msg = h.msg_id;
+        }
         if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
             /* Senders force eager; a rendezvous descriptor means a foreign sender. */
             log(DR_LOG_WARN, "plane %d: dropped a rendezvous message from process %u", pl->index,
                 h.src);
             return;
         }
-        if (done_seen(p, h.key, h.msg_id)) {
+        if (!newer && done_seen(p, h.key, h.msg_id)) {
             /* A re-sent segment of a message already complete: the ack may have been lost. */
             ++pl->stats.duplicates;
             ctrl_post(l, kAck, h.key, h.msg_id, 0, 0);
@@ -370,9 +447,17 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
             deliver(p, target, h, data, len, pl->index);
             return;
         }
+        /* A message that arrives whole (one segment) is acknowledged now, posted receive or
+         * not: it is held here, so the sender may drop its copy (a copied send is complete
+         * for its caller already, and a message nobody takes yet, such as an abort notice,
+         * would otherwise keep the copy until the sender's teardown). */
+        const bool whole = h.offset == 0 && len == h.total;
         for (const Unexpected &u : p->unexpected) {
             if (u.key == h.key && u.msg_id == h.msg_id && u.offset == h.offset) {
                 ++pl->stats.duplicates;
+                if (whole) {
+                    ctrl_post(l, kAck, h.key, h.msg_id, 0, 0); /* the first ack may be lost */
+                }
                 return;
             }
         }
@@ -391,16 +476,13 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
             u.data = nullptr;
         }
         p->unexpected.push_back(u);
+        if (whole) {
+            ack(p, h.key, h.msg_id, h.total, pl->index);
+        }
         return;
     }
     case kAck:
-        for (Req *r : p->sends) {
-            if (r->msg_id == h.msg_id && r->key == h.key) {
-                r->acked = true;
-                p->message_done(now);
-                break;
-            }
-        }
+        on_ack(p, h.msg_id, now);
         return;
     case kPing:
         ctrl_post(l, kPong, 0, 0, h.aux, h.total);
@@ -441,6 +523,32 @@ void Mr::retire(Req *r)
     r->listed = false;
 }
 
+void Mr::recycle(Req *r)
+{
+    retire(r);
+    r->in_use = false;
+    ++r->gen; /* queued segment references and UCX operations of this use go stale */
+    free_reqs.push_back(r);
+}
+
+void Mr::drain_copies(uint64_t limit_us)
+{
+    const uint64_t end = now_us() + limit_us;
+    for (;;) {
+        bool pending = false;
+        for (const auto &p : peers) {
+            for (size_t i = 0; p && !p->gone && !pending && i < p->sends.size(); ++i) {
+                pending = p->sends[i]->copied && !p->sends[i]->complete;
+            }
+        }
+        if (!pending || now_us() >= end) {
+            return;
+        }
+        ack_flush(true, now_us()); /* peers draining too wait for ours */
+        dr_mr_progress(static_cast<dr_mr_t *>(this));
+    }
+}
+
 void Mr::sweep(Peer *p)
 {
     for (size_t i = 0; i < p->sends.size();) {
@@ -451,6 +559,9 @@ void Mr::sweep(Peer *p)
         if (r->complete) {
             r->listed = false;
             p->sends.erase(p->sends.begin() + (long)i);
+            if (r->released) {
+                recycle(r); /* a copied send whose caller is done with it */
+            }
         } else {
             ++i;
         }
@@ -516,7 +627,18 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
             return st;
         }
         if (!r->complete) {
+            if (len != 0 && len <= mr->cfg.copy_max) {
+                /* Small: complete for the caller now; the copy is what a failover re-sends.
+                 * assign() reuses the request's capacity: no allocation once warm. */
+                const char *b = static_cast<const char *>(buf);
+                r->copy.assign(b, b + len);
+                r->buf = r->copy.data();
+                r->copied = true;
+            }
             r->msg_id = p->next_msg_id++;
+            if (p->next_msg_id == 0) {
+                p->next_msg_id = 1; /* 0 means "no acknowledgement" in a data header */
+            }
             p->sends.push_back(r);
             r->listed = true;
             if (mr->send_start(p, r) != DR_OK) {
@@ -561,6 +683,7 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
 extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
     int events = 0;
+    mr->clock = now_us();
     for (auto &pl : mr->planes) {
         for (int i = 0; i < 64 && ucp_worker_progress(pl->worker) != 0; ++i) {
             ++events;
@@ -568,8 +691,11 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     }
     mr->reap_closing();
     mr->handle_deferred();
+    const uint64_t now = mr->clock;
+    if (mr->owed_total != 0) {
+        mr->ack_flush(false, now);
+    }
     mr->ctrl_flush();
-    const uint64_t now = now_us();
     if (now - mr->last_watchdog >= 2000) {
         mr->last_watchdog = now;
         mr->watchdog(now);
@@ -618,7 +744,7 @@ extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
     if (r->is_send && !r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
         r->complete = true;
     }
-    if (!r->complete) {
+    if (!r->complete && !(r->copied && r->status == DR_OK)) {
         return DR_INPROGRESS;
     }
     if (len != nullptr) {
@@ -658,8 +784,8 @@ extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
         return DR_ERR_INVALID;
     }
     Req *r = req;
-    if (r->complete) {
-        return DR_OK;
+    if (r->complete || r->copied) {
+        return DR_OK; /* a copied send is complete for its caller */
     }
     if (r->is_send) {
         return DR_ERR_INVALID;
@@ -676,14 +802,27 @@ extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
         return;
     }
     Req *r = req;
+    if (!r->complete && r->copied) {
+        r->released = true; /* sweep() recycles it once acknowledged (or failed) */
+        return;
+    }
     if (!r->complete) {
         /* Freeing a running request would leave UCX reading a buffer the caller reuses. */
         mr->log(DR_LOG_WARN, "dr_mr_req_free on a running request (peer %u, key %llu) ignored",
                 r->peer, (unsigned long long)r->key);
         return;
     }
-    mr->retire(r);
-    r->in_use = false;
-    ++r->gen;
-    mr->free_reqs.push_back(r);
+    mr->recycle(r);
+}
+
+extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)
+{
+    size_t n = 0;
+    for (size_t pi = 0; mr != nullptr && pi < mr->peers.size(); ++pi) {
+        const Peer *p = mr->peers[pi].get();
+        for (size_t i = 0; p != nullptr && i < p->sends.size(); ++i) {
+            n += p->sends[i]->copied && !p->sends[i]->complete ? 1 : 0;
+        }
+    }
+    return n;
 }

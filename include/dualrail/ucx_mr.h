@@ -58,6 +58,9 @@ typedef struct dr_mr_config {
     const char *name;          /* how log lines name this process (e.g. "rank 3"); default "mr" */
     dr_mr_log_fn log;          /* NULL: lines go to stderr */
     void *log_arg;
+    uint64_t copy_max;         /* sends up to this size are copied and complete at once (16 KiB;
+                                * lowered to min_stripe and segment_size if above them; 0: every
+                                * send waits for its acknowledgement) */
 } dr_mr_config_t;
 
 /* Fill cfg with defaults (planes = NULL). */
@@ -93,6 +96,14 @@ dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *addr, size_t 
  * Start sending len bytes to peer under key. buf must stay untouched until
  * the request completes. Keys must be unique among the messages between two
  * processes that are not yet complete at the receiver.
+ *
+ * A send of at most copy_max bytes (one segment on one plane) is copied and
+ * the request is complete on return: ucx_mr keeps the copy until the peer
+ * acknowledges it, and re-sends it on a live plane if its plane fails
+ * meanwhile, exactly as for a longer send. Such a copy is lost only if every
+ * plane to the peer fails first; the peer's receive then fails too (it cannot
+ * complete), and dr_mr_last_error() names the peer. Longer sends complete when
+ * the peer acknowledges them.
  */
 dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf, size_t len,
                         dr_mr_req_t **req);
@@ -128,8 +139,9 @@ dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *le
 
 /*
  * Cancel a running receive: it completes with DR_ERR_CANCELED and its buffer
- * is never written again. Sends cannot be cancelled (UCX may still read their
- * buffer): DR_ERR_INVALID. A completed request is left as it is (DR_OK).
+ * is never written again. Running sends cannot be cancelled (UCX may still read
+ * their buffer): DR_ERR_INVALID. A completed request (a copied send is one) is
+ * left as it is (DR_OK).
  */
 dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req);
 
@@ -165,9 +177,14 @@ typedef struct dr_mr_plane_counters {
     uint64_t min_detect_us;     /* over all failures of this plane (0 when none) */
     uint64_t max_detect_us;
     uint64_t total_detect_us;   /* average = total_detect_us / errors */
+    uint64_t tx_acks;           /* acknowledgements sent as messages of their own */
+    uint64_t piggybacked_acks;  /* acknowledgements carried by data segments (no message) */
 } dr_mr_plane_stats_t;
 
 dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);
+
+/* Copied sends (see dr_mr_isend) whose peers have not acknowledged them yet. */
+size_t dr_mr_unacked_copies(const dr_mr_t *mr);
 
 #ifdef __cplusplus
 }

@@ -169,25 +169,30 @@ dr_status_t Engine::wait(size_t slot)
 dr_status_t Engine::stalled(int peer, uint32_t step)
 {
     const int events = t_.progress();
-    const auto now = std::chrono::steady_clock::now();
     if (completions_ != seen_) {
         seen_ = completions_;
-        last_ = now;
+        last_ = std::chrono::steady_clock::now();
         idle_spins_ = 0;
-    }
-    const double waited = std::chrono::duration<double>(now - last_).count();
-    if (!listening_ && waited >= kAbortListenAfter) {
-        listen();
+        polls_ = 0;
+    } else if ((++polls_ & (kClockEvery - 1)) == 0) {
+        /* The clock is read every kClockEvery polls only: a short wait (a small message)
+         * takes a few polls, and both limits below are milliseconds or more. */
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+        if (!listening_ && waited >= kAbortListenAfter) {
+            listen();
+        }
+        if (p_.timeout > 0 && waited > p_.timeout) {
+            return set_error(DR_ERR_TIMEOUT,
+                             "no progress for %.3g s while waiting for %s (step %u)", waited,
+                             name(peer).s, step);
+        }
     }
     if (listening_) {
         dr_status_t st = check_aborts();
         if (st != DR_OK) {
             return st;
         }
-    }
-    if (p_.timeout > 0 && waited > p_.timeout) {
-        return set_error(DR_ERR_TIMEOUT, "no progress for %.3g s while waiting for %s (step %u)",
-                         waited, name(peer).s, step);
     }
     if (events == 0) {
         if (p_.idle != nullptr) {

@@ -48,6 +48,8 @@ namespace coll {
 constexpr uint32_t kAbortStep = 0xfff;
 /* Seconds a call waits before it listens for aborts from its peers. */
 constexpr double kAbortListenAfter = 0.002;
+/* stalled() reads the clock once per this many polls without a completion (a power of 2). */
+constexpr unsigned kClockEvery = 8;
 
 class Engine {
   public:
@@ -128,6 +130,7 @@ class Engine {
     uint64_t completions_ = 0;
     uint64_t seen_ = 0;
     unsigned idle_spins_ = 0;
+    unsigned polls_ = 0;
     std::chrono::steady_clock::time_point last_;
     dr_status_t status_ = DR_OK;
     std::string error_;

@@ -4,6 +4,7 @@
  * faults; this covers the API contract, matching, and every configuration
  * error path.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,6 +71,9 @@ static void finish(pair_t *p, dr_mr_req_t *s, dr_mr_req_t *r, dr_status_t *ss, d
 {
     double end = now_s() + 20;
     *ss = *rs = DR_INPROGRESS;
+    if (s == NULL) {
+        *ss = DR_OK; /* a receive alone */
+    }
     while ((*ss == DR_INPROGRESS || *rs == DR_INPROGRESS) && now_s() < end) {
         dr_mr_progress(p->a);
         dr_mr_progress(p->b);
@@ -256,17 +260,29 @@ static void test_cancel(void **state)
     assert_int_equal(dr_mr_cancel(p->b, r), DR_OK);
     assert_int_equal(dr_mr_test(p->b, r, NULL), DR_ERR_CANCELED);
     dr_mr_req_free(p->b, r);
-    /* A send cannot be cancelled; a completed request is left alone. */
-    assert_int_equal(dr_mr_irecv(p->b, 0, 4243, &v, sizeof(v), &r), DR_OK);
-    assert_int_equal(dr_mr_isend(p->a, 1, 4243, &w, sizeof(w), &s), DR_OK);
+    /* A running send cannot be cancelled (one longer than copy_max runs until the peer
+     * acknowledges it); a completed request, such as a copied small send, is left alone. */
+    static int big[5000], got[5000];
+    big[0] = 1;
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4243, got, sizeof(got), &r), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, 4243, big, sizeof(big), &s), DR_OK);
     assert_int_equal(dr_mr_cancel(p->a, s), DR_ERR_INVALID);
     dr_status_t a, b;
     finish(p, s, r, &a, &b, NULL);
     assert_int_equal(b, DR_OK);
     assert_int_equal(dr_mr_cancel(p->b, r), DR_OK);
     assert_int_equal(dr_mr_test(p->b, r, NULL), DR_OK);
-    assert_int_equal(v, 1);
+    assert_int_equal(got[0], 1);
     dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(dr_mr_isend(p->a, 1, 4244, &w, sizeof(w), &s), DR_OK);
+    assert_int_equal(dr_mr_cancel(p->a, s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4244, &v, sizeof(v), &r), DR_OK);
+    finish(p, NULL, r, &a, &b, NULL);
+    assert_int_equal(b, DR_OK);
+    assert_int_equal(v, 1);
     dr_mr_req_free(p->b, r);
 }
 
@@ -310,6 +326,188 @@ static void test_destroy_cancels_receives(void **state)
     free(p);
     free(src);
     free(dst);
+}
+
+/* Progress both contexts until a has no unacknowledged copy left; bounded at 10 s. */
+static size_t drain_copies(pair_t *p)
+{
+    for (double end = now_s() + 10; now_s() < end && dr_mr_unacked_copies(p->a) != 0;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    return dr_mr_unacked_copies(p->a);
+}
+
+static uint64_t acks_sent(dr_mr_t *mr, int piggybacked)
+{
+    dr_mr_plane_stats_t st;
+    assert_int_equal(dr_mr_plane_stats(mr, 0, &st), DR_OK);
+    return piggybacked ? st.piggybacked_acks : st.tx_acks;
+}
+
+/* A send of at most copy_max bytes (16 KiB by default) is complete when dr_mr_isend
+ * returns, before the peer has done anything: the caller may reuse the buffer at once
+ * and the peer still gets the bytes as they were. ucx_mr keeps the copy until the peer
+ * acknowledges it. A longer send completes only with the peer's acknowledgement. */
+static void test_small_send_completes_at_once(void **state)
+{
+    pair_t *p = *state;
+    enum { N = 16 * 1024 };
+    static unsigned char src[N + 1], want[N + 1], dst[N + 1];
+    fill(src, N + 1, 9);
+    memcpy(want, src, sizeof(src));
+    assert_int_equal(drain_copies(p), 0); /* earlier tests' copies */
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 5000, src, N, &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    memset(src, 0x5a, N); /* the caller's buffer is its own again */
+    assert_int_equal(dr_mr_unacked_copies(p->a), 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 5000, dst, sizeof(dst), &r), DR_OK);
+    dr_status_t ss, rs;
+    size_t got = 0;
+    finish(p, NULL, r, &ss, &rs, &got);
+    assert_int_equal(rs, DR_OK);
+    assert_int_equal(got, N);
+    assert_memory_equal(dst, want, N);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(drain_copies(p), 0);
+
+    /* One byte more: no copy, the send runs until b takes the message. */
+    fill(src, N + 1, 10);
+    assert_int_equal(dr_mr_isend(p->a, 1, 5001, src, N + 1, &s), DR_OK);
+    for (int i = 0; i < 50; ++i) {
+        dr_mr_progress(p->a);
+    }
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_INPROGRESS);
+    assert_int_equal(dr_mr_unacked_copies(p->a), 0);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 5001, dst, sizeof(dst), &r), DR_OK);
+    finish(p, s, r, &ss, &rs, &got);
+    assert_int_equal(ss, DR_OK);
+    assert_int_equal(rs, DR_OK);
+    assert_memory_equal(dst, src, N + 1);
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+}
+
+/* Small messages going both ways (an exchange, as a 2-rank allreduce makes) carry each
+ * other's acknowledgements: almost none travels as a message of its own, and every copy
+ * is still retired. */
+static void test_acks_ride_on_data(void **state)
+{
+    pair_t *p = *state;
+    const uint64_t tx0 = acks_sent(p->a, 0) + acks_sent(p->b, 0);
+    const uint64_t pb0 = acks_sent(p->a, 1) + acks_sent(p->b, 1);
+    enum { ROUNDS = 1000 };
+    for (uint64_t i = 0; i < ROUNDS; ++i) {
+        int x = (int)i, y = -(int)i, gx = -1, gy = -1;
+        dr_mr_req_t *sa, *sb, *ra, *rb;
+        assert_int_equal(dr_mr_irecv(p->a, 1, 6000 + i, &gy, sizeof(gy), &ra), DR_OK);
+        assert_int_equal(dr_mr_irecv(p->b, 0, 6000 + i, &gx, sizeof(gx), &rb), DR_OK);
+        assert_int_equal(dr_mr_isend(p->a, 1, 6000 + i, &x, sizeof(x), &sa), DR_OK);
+        assert_int_equal(dr_mr_isend(p->b, 0, 6000 + i, &y, sizeof(y), &sb), DR_OK);
+        dr_status_t s1, s2;
+        finish(p, NULL, rb, &s1, &s2, NULL);
+        assert_int_equal(s2, DR_OK);
+        /* a's receive: swap roles for finish() */
+        pair_t q = {p->b, p->a};
+        finish(&q, NULL, ra, &s1, &s2, NULL);
+        assert_int_equal(s2, DR_OK);
+        assert_int_equal(gx, (int)i);
+        assert_int_equal(gy, -(int)i);
+        dr_mr_req_free(p->a, sa);
+        dr_mr_req_free(p->b, sb);
+        dr_mr_req_free(p->a, ra);
+        dr_mr_req_free(p->b, rb);
+    }
+    assert_int_equal(drain_copies(p), 0);
+    pair_t q = {p->b, p->a};
+    assert_int_equal(drain_copies(&q), 0);
+    const uint64_t tx = acks_sent(p->a, 0) + acks_sent(p->b, 0) - tx0;
+    const uint64_t pb = acks_sent(p->a, 1) + acks_sent(p->b, 1) - pb0;
+    print_message("%d messages each way: %llu acknowledgements carried by data, %llu sent alone\n",
+                  ROUNDS, (unsigned long long)pb, (unsigned long long)tx);
+    assert_true(pb + tx >= 2 * ROUNDS);
+    assert_true(tx <= 2 * ROUNDS / 10);
+}
+
+/* A small message that arrives before its receive is posted is acknowledged on arrival
+ * (it is held by the receiver), so the sender's copy is retired even if nobody ever takes
+ * it (an abort notice); taking it later sends no second acknowledgement. */
+static void test_early_small_message_acked(void **state)
+{
+    pair_t *p = *state;
+    int x = 77, got = 0;
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 7000, &x, sizeof(x), &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t acks = acks_sent(p->b, 0) + acks_sent(p->b, 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 7000, &got, sizeof(got), &r), DR_OK);
+    dr_status_t s1, s2;
+    finish(p, NULL, r, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    assert_int_equal(got, 77);
+    dr_mr_req_free(p->b, r);
+    for (int i = 0; i < 200; ++i) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    assert_int_equal(acks_sent(p->b, 0) + acks_sent(p->b, 1), acks);
+}
+
+typedef struct late_rx {
+    dr_mr_t *mr;
+    int value;
+    dr_status_t status;
+} late_rx_t;
+
+/* The receiving side of test_destroy_delivers_copies: silent for 150 ms, then waits. */
+static void *late_receiver(void *arg)
+{
+    late_rx_t *l = arg;
+    dr_mr_req_t *r;
+    l->status = dr_mr_irecv(l->mr, 0, 8000, &l->value, sizeof(l->value), &r);
+    if (l->status != DR_OK) {
+        return NULL;
+    }
+    struct timespec pause = {0, 150 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    l->status = dr_mr_wait(l->mr, r, 10.0, NULL);
+    if (l->status != DR_ERR_TIMEOUT) {
+        dr_mr_req_free(l->mr, r);
+    }
+    /* Keep answering (acknowledgements, the goodbye) for a little while. */
+    for (double end = now_s() + 0.3; now_s() < end;) {
+        dr_mr_progress(l->mr);
+    }
+    return NULL;
+}
+
+/* A copied send is complete for its caller before it has left the process (on a fresh
+ * endpoint it waits for UCX's connection handshake, which needs the peer). Destroying
+ * the context right away must still deliver it: dr_mr_destroy waits for the peer's
+ * acknowledgement (bounded) instead of closing the endpoints under it. The peer here
+ * looks at the network only 150 ms later, longer than the goodbye's grace period. */
+static void test_destroy_delivers_copies(void **state)
+{
+    (void)state;
+    pair_t *p;
+    assert_int_equal(setup((void **)&p), 0);
+    late_rx_t l = {p->b, 0, DR_INPROGRESS};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, late_receiver, &l), 0);
+    int x = 4711;
+    dr_mr_req_t *s;
+    assert_int_equal(dr_mr_isend(p->a, 1, 8000, &x, sizeof(x), &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_mr_destroy(p->a);
+    pthread_join(t, NULL);
+    assert_int_equal(l.status, DR_OK);
+    assert_int_equal(l.value, 4711);
+    dr_mr_destroy(p->b);
+    free(p);
 }
 
 static void test_create_errors(void **state)
@@ -388,6 +586,10 @@ int main(void)
         cmocka_unit_test(test_add_peer_errors),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_destroy_cancels_receives),
+        cmocka_unit_test(test_small_send_completes_at_once),
+        cmocka_unit_test(test_acks_ride_on_data),
+        cmocka_unit_test(test_early_small_message_acked),
+        cmocka_unit_test(test_destroy_delivers_copies),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_tcp_segment_env),
     };

@@ -1,0 +1,111 @@
+/*
+ * dualrail-mr-latency — small-message latency of ucx_mr alone, without MPI, for
+ * the per-call breakdown of a small allreduce (README, "Small messages").
+ *
+ *   dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS [MODE]]]
+ *
+ * Two processes (ids 0 and 1) exchange addresses through files in DIR (the
+ * lab's nodes share a filesystem), then, for ITERS iterations (default 20000)
+ * of SIZE bytes (default 8):
+ *   MODE exchange (default): both post a receive and a send of iteration i and
+ *        wait for both, as a 2-rank recursive-doubling allreduce does: the time
+ *        per iteration is the transport's share of such a call;
+ *   MODE pingpong: 0 sends, 1 echoes; half the round trip, ucx_perftest's
+ *        tag_lat convention, comparable with `ucx_perftest -t ucp_am_lat`.
+ * Prints "SIZE usec" (process 0). Bounded: 60 s overall; any transfer error
+ * exits 2 with the reason on stderr.
+ */
+#define _DEFAULT_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dualrail/ucx_mr.h"
+#include "oob_file.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int wait_req(dr_mr_t *mr, dr_mr_req_t *r, double end)
+{
+    dr_status_t st;
+    while ((st = dr_mr_test(mr, r, NULL)) == DR_INPROGRESS) {
+        if (now_s() > end) {
+            fprintf(stderr, "dualrail-mr-latency: timed out\n");
+            return -1;
+        }
+        dr_mr_progress(mr);
+    }
+    dr_mr_req_free(mr, r);
+    if (st != DR_OK) {
+        fprintf(stderr, "dualrail-mr-latency: %s: %s\n", dr_status_str(st), dr_mr_last_error(mr));
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5 || argc > 8) {
+        fprintf(stderr, "usage: dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS "
+                        "[exchange|pingpong]]]\n");
+        return 1;
+    }
+    const unsigned self = (unsigned)atoi(argv[2]), peer = (unsigned)atoi(argv[3]);
+    const size_t size = argc > 5 ? (size_t)atol(argv[5]) : 8;
+    const long iters = argc > 6 ? atol(argv[6]) : 20000;
+    const int pingpong = argc > 7 && strcmp(argv[7], "pingpong") == 0;
+    if (size > (64u << 20) || iters <= 0 || (argc > 7 && !pingpong && strcmp(argv[7], "exchange"))) {
+        fprintf(stderr, "dualrail-mr-latency: bad size, count or mode\n");
+        return 1;
+    }
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = argv[4];
+    cfg.name = "mr-latency";
+    char err[512];
+    dr_mr_t *mr;
+    if (dr_mr_create(&cfg, self, &mr, err, sizeof(err)) != DR_OK ||
+        dr_oob_connect(mr, argv[1], self, peer, 60, err, sizeof(err)) != 0) {
+        fprintf(stderr, "dualrail-mr-latency: %s\n", err);
+        return 2;
+    }
+    char *out = calloc(1, size + 1), *in = calloc(1, size + 1);
+    const double end = now_s() + 60;
+    const long warm = iters / 10 + 10;
+    double t0 = 0;
+    int rc = 0;
+    for (long i = 0; i < warm + iters && rc == 0; ++i) {
+        if (i == warm) {
+            t0 = now_s();
+        }
+        dr_mr_req_t *s = NULL, *r = NULL;
+        const uint64_t k = (uint64_t)i;
+        if (pingpong && self == 1) {
+            rc = dr_mr_irecv(mr, peer, k, in, size, &r) != DR_OK || wait_req(mr, r, end) ||
+                 dr_mr_isend(mr, peer, k, in, size, &s) != DR_OK || wait_req(mr, s, end);
+        } else if (pingpong) {
+            rc = dr_mr_irecv(mr, peer, k, in, size, &r) != DR_OK ||
+                 dr_mr_isend(mr, peer, k, out, size, &s) != DR_OK || wait_req(mr, s, end) ||
+                 wait_req(mr, r, end);
+        } else {
+            rc = dr_mr_irecv(mr, peer, k, in, size, &r) != DR_OK ||
+                 dr_mr_isend(mr, peer, k, out, size, &s) != DR_OK || wait_req(mr, r, end) ||
+                 wait_req(mr, s, end);
+        }
+    }
+    const double per = (now_s() - t0) / (double)iters / (pingpong ? 2 : 1);
+    if (rc == 0 && self == 0) {
+        printf("%zu %.2f\n", size, per * 1e6);
+    }
+    dr_mr_destroy(mr);
+    free(out);
+    free(in);
+    return rc ? 2 : 0;
+}
