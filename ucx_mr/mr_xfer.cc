@@ -533,19 +533,41 @@ void Mr::recycle(Req *r)
 
 void Mr::drain_copies(uint64_t limit_us)
 {
+    /* Only the data path runs here: no watchdog and no failure handling, which would
+     * declare planes down (and log it) while the process is leaving. A peer with no
+     * usable plane is not waited for. */
     const uint64_t end = now_us() + limit_us;
     for (;;) {
         bool pending = false;
-        for (const auto &p : peers) {
-            for (size_t i = 0; p && !p->gone && !pending && i < p->sends.size(); ++i) {
+        for (size_t pi = 0; pi < peers.size() && !pending; ++pi) {
+            const Peer *p = peers[pi].get();
+            bool usable = false;
+            for (size_t k = 0; p != nullptr && k < planes.size(); ++k) {
+                usable = usable || (p->links[k]->state == DR_LINK_UP && !p->links[k]->ep_failed);
+            }
+            for (size_t i = 0; usable && !p->gone && !pending && i < p->sends.size(); ++i) {
                 pending = p->sends[i]->copied && !p->sends[i]->complete;
             }
         }
-        if (!pending || now_us() >= end) {
+        if (!pending || (clock = now_us()) >= end) {
             return;
         }
-        ack_flush(true, now_us()); /* peers draining too wait for ours */
-        dr_mr_progress(static_cast<dr_mr_t *>(this));
+        for (auto &pl : planes) {
+            ucp_worker_progress(pl->worker);
+        }
+        ack_flush(true, clock); /* peers draining too wait for ours */
+        ctrl_flush();
+        for (size_t pi = 0; pi < peers.size(); ++pi) {
+            Peer *p = peers[pi].get();
+            for (size_t k = 0; p != nullptr && k < planes.size(); ++k) {
+                if (!p->links[k]->queue.empty()) {
+                    issue(p->links[k].get());
+                }
+            }
+            if (p != nullptr) {
+                sweep(p);
+            }
+        }
     }
 }
 
