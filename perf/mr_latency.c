@@ -12,7 +12,8 @@
  *        per iteration is the transport's share of such a call;
  *   MODE pingpong: 0 sends, 1 echoes; half the round trip, ucx_perftest's
  *        tag_lat convention, comparable with `ucx_perftest -t ucp_am_lat`.
- * Prints "SIZE usec" (process 0). Bounded: 60 s overall; any transfer error
+ * Prints "SIZE usec" (process 0; exchange mode adds the split of an iteration into
+ * posting the receive, the send call and the wait for the peer's message). Bounded: 60 s overall; any transfer error
  * exits 2 with the reason on stderr.
  */
 #define _DEFAULT_SOURCE
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
     char *out = calloc(1, size + 1), *in = calloc(1, size + 1);
     const double end = now_s() + 60;
     const long warm = iters / 10 + 10;
-    double t0 = 0;
+    double t0 = 0, t_post_recv = 0, t_send = 0, t_wait = 0;
     int rc = 0;
     for (long i = 0; i < warm + iters && rc == 0; ++i) {
         if (i == warm) {
@@ -95,14 +96,32 @@ int main(int argc, char **argv)
                  dr_mr_isend(mr, peer, k, out, size, &s) != DR_OK || wait_req(mr, s, end) ||
                  wait_req(mr, r, end);
         } else {
-            rc = dr_mr_irecv(mr, peer, k, in, size, &r) != DR_OK ||
-                 dr_mr_isend(mr, peer, k, out, size, &s) != DR_OK || wait_req(mr, r, end) ||
-                 wait_req(mr, s, end);
+            const double a = now_s();
+            rc = dr_mr_irecv(mr, peer, k, in, size, &r) != DR_OK;
+            const double b = now_s();
+            rc = rc || dr_mr_isend(mr, peer, k, out, size, &s) != DR_OK;
+            const double c = now_s();
+            rc = rc || wait_req(mr, r, end);
+            const double d = now_s();
+            rc = rc || wait_req(mr, s, end);
+            if (i >= warm) {
+                t_post_recv += b - a;
+                t_send += c - b;
+                t_wait += d - c;
+            }
         }
     }
     const double per = (now_s() - t0) / (double)iters / (pingpong ? 2 : 1);
     if (rc == 0 && self == 0) {
-        printf("%zu %.2f\n", size, per * 1e6);
+        printf("%zu %.2f", size, per * 1e6);
+        if (!pingpong) {
+            /* Where an exchange's time goes: posting the receive, the send call (for a
+             * small message the kernel's whole TCP path, delivery into the peer's socket
+             * included, runs inside it), and waiting for the peer's message. */
+            printf("  post-receive %.2f  send %.2f  wait %.2f", t_post_recv / iters * 1e6,
+                   t_send / iters * 1e6, t_wait / iters * 1e6);
+        }
+        printf("\n");
     }
     dr_mr_destroy(mr);
     free(out);

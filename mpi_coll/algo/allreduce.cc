@@ -23,6 +23,13 @@ Scratch::~Scratch()
     free(buf_);
 }
 
+void Scratch::release()
+{
+    free(buf_);
+    buf_ = nullptr;
+    cap_ = 0;
+}
+
 void Scratch::abandon()
 {
     if (buf_ == nullptr) {

@@ -60,6 +60,9 @@ struct Params {
  * that it can be kept between calls (a per-communicator context); reserve()
  * only allocates when the buffer must grow. Not thread safe.
  */
+/* Scratch a caller keeps between calls, at most (dr_allreduce's per-thread scratch). */
+constexpr size_t kKeepScratch = 1u << 20;
+
 class Scratch {
   public:
     Scratch() = default;
@@ -75,6 +78,8 @@ class Scratch {
      * parked for the life of the process; the next reserve() allocates anew.
      */
     void abandon();
+    /* Free the buffer (the next reserve() allocates anew). */
+    void release();
 
   private:
     void *buf_ = nullptr;

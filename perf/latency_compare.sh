@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Small-message latency and message rate of MPI_Allreduce on the lab:
+# coll/dualrail against the stock paths and against UCX's own floor, measured as
+# clusters run: one rank per lab node (--map-by node), no more ranks than cores
+# (2 nodes x 1 rank on this 2-core machine; --nodes 4 oversubscribes it, see
+# README), planes not capped (latency, not bandwidth).
+#
+#   perf/latency_compare.sh [--nodes 2] [--sizes 8:4194304] [--iters N] [--rounds 3]
+#                           [--rate-iters 50000] [--baseline-build DIR] [--rate R]
+#
+# Configurations (same OSU-style benchmark binary, MPI_FLOAT / MPI_SUM):
+#   dualrail-1   coll/dualrail on plane A only
+#   dualrail-2   coll/dualrail on planes A and B
+#   ob1-tcp      pml ob1, btl tcp over both plane interfaces, coll tuned
+#   ucx          pml ucx, UCX_NET_DEVICES=ethA,ethB, coll tuned
+#   before       (with --baseline-build DIR) dualrail-2 from another build tree,
+#                e.g. a worktree of an earlier commit: "today" for a change
+# UCX floor: `ucx_perftest -t tag_lat` over TCP on plane A between node 0 and
+# node 1, one-way latency per size. A 2-rank allreduce of up to
+# coll_dualrail_allreduce_rd_max_bytes is one exchange (recursive doubling, one
+# round), so its floor is that one-way latency; on 4 nodes it is two rounds.
+#
+# The machine is shared and noisy: every configuration runs --rounds times,
+# interleaved (round 1 of each, then round 2 ...), and each cell is the median.
+# Message rate: --rate-iters back-to-back 8-byte allreduces after one barrier
+# (dualrail-allreduce-bench -r), calls per second of the slowest rank, median of
+# the rounds. Prints one table of latencies (us), the ratios and the targets
+# (sizes <= 2 KiB: dualrail-2 <= 1.0 x the best stock path and <= 1.6 x the
+# floor; 8-byte rate >= the best stock path's; with a baseline, no size above
+# 2 KiB more than 3 % slower than it). Exit status 0 met, 3 a target missed,
+# 1 the run failed. Uses its own lab (prefix drlatency unless
+# DUALRAIL_LAB_PREFIX is set) and removes it at exit. Needs root.
+set -euo pipefail
+export LC_ALL=C
+root=$(cd "$(dirname "$0")/.." && pwd)
+nodes=2 sizes=8:4194304 iters= rounds=3 rate_iters=50000 baseline= rate=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) nodes=${2:?}; shift ;;
+    --sizes) sizes=${2:?}; shift ;;
+    --iters) iters=${2:?}; shift ;;
+    --rounds) rounds=${2:?}; shift ;;
+    --rate-iters) rate_iters=${2:?}; shift ;;
+    --baseline-build) baseline=${2:?}; shift ;;
+    --rate) rate=${2:?}; shift ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "latency_compare.sh: unknown option $1" >&2; exit 1 ;;
+  esac
+  shift
+done
+[[ $nodes =~ ^[0-9]+$ && $nodes -ge 2 && $nodes -le 16 ]] || { echo "latency_compare.sh: --nodes 2..16" >&2; exit 1; }
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 20 ]] || { echo "latency_compare.sh: --rounds 1..20" >&2; exit 1; }
+[[ $sizes =~ ^[0-9]+:[0-9]+$ ]] || { echo "latency_compare.sh: --sizes MIN:MAX" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "latency_compare.sh: needs root (the lab)" >&2; exit 1; }
+command -v ucx_perftest >/dev/null || { echo "latency_compare.sh: ucx_perftest missing (apt-get install ucx-utils)" >&2; exit 1; }
+abs() { [[ $1 == /* ]] && echo "$1" || echo "$root/$1"; }
+build=$(abs "${DUALRAIL_BUILD_DIR:-build}")
+for b in "$build" ${baseline:+"$(abs "$baseline")"}; do
+  [ -x "$b/perf/dualrail-allreduce-bench" ] && [ -f "$b/mpi_coll/mca_coll_dualrail.so" ] ||
+    { echo "latency_compare.sh: $b has no built benchmark and component (cmake --build $b)" >&2; exit 1; }
+done
+[ -z "$baseline" ] || baseline=$(abs "$baseline")
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drlatency} DUALRAIL_BUILD_DIR=$build
+lab=$root/contrib/lab.sh
+work=$(mktemp -d /tmp/dualrail-latency-XXXXXX)
+trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+up=(up --nodes "$nodes")
+[ -z "$rate" ] || up+=(--rate "$rate")
+"$lab" "${up[@]}" >/dev/null
+
+bench_args=(-m "$sizes")
+[ -z "$iters" ] || bench_args+=(-i "$iters")
+dr=(--mca coll_dualrail_priority 100)
+names=(dualrail-1 dualrail-2 ob1-tcp ucx)
+[ -z "$baseline" ] || names+=(before)
+opts() { # the mpirun options of a configuration
+  case "$1" in
+    dualrail-1) echo "${dr[*]} --mca coll_dualrail_planes ethA" ;;
+    dualrail-2|before) echo "${dr[*]} --mca coll_dualrail_planes ethA,ethB" ;;
+    ob1-tcp) echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB" ;;
+    ucx) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB" ;;
+  esac
+}
+run() { # name, round, what (lat|rate)
+  local name=$1 k=$2 what=$3 b=$build
+  [ "$name" != before ] || b=$baseline
+  local args=("${bench_args[@]}")
+  [ "$what" = lat ] || args=(-m 8:8 -i "$rate_iters" -T 20 -r)
+  echo "latency_compare.sh: round $k: $name ($what)" >&2
+  # shellcheck disable=SC2046 # opts is a word list by design
+  if ! DUALRAIL_BUILD_DIR=$b timeout 900 "$lab" mpirun -np "$nodes" --map-by node $(opts "$name") \
+       "$b/perf/dualrail-allreduce-bench" "${args[@]}" >"$work/$name.$what.$k" 2>"$work/$name.$what.$k.err"; then
+    echo "latency_compare.sh: $name failed:" >&2
+    tail -n 20 "$work/$name.$what.$k.err" >&2
+    exit 1
+  fi
+}
+for k in $(seq 1 "$rounds"); do
+  for n in "${names[@]}"; do run "$n" "$k" lat; done
+  for n in "${names[@]}"; do run "$n" "$k" rate; done
+done
+
+# The UCX floor, per size: one ucx_perftest server/client pair per size, bounded.
+min=${sizes%%:*} max=${sizes##*:}
+addr=$("$lab" addr 0 a)
+port=13400
+: >"$work/floor"
+for ((s = min; s <= max; s *= 2)); do
+  n=20000
+  ((s <= 65536)) || n=$((20000 * 65536 / s > 200 ? 20000 * 65536 / s : 200))
+  port=$((port + 1))
+  "$lab" exec 0 env UCX_TLS=tcp UCX_NET_DEVICES=ethA timeout 120 ucx_perftest -p "$port" \
+    >/dev/null 2>&1 &
+  srv=$!
+  sleep 0.3
+  lat=$("$lab" exec 1 env UCX_TLS=tcp UCX_NET_DEVICES=ethA timeout 120 ucx_perftest "$addr" \
+          -p "$port" -t tag_lat -s "$s" -n "$n" 2>/dev/null | awk '/Final:/ {print $3}')
+  wait "$srv" 2>/dev/null || true
+  echo "$s ${lat:-nan}" >>"$work/floor"
+done
+
+python3 - "$work" "$nodes" "$rounds" "${names[@]}" <<'PY'
+import math, os, statistics, sys
+work, nodes, rounds, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+def table(path):
+    rows = {}
+    for line in open(path):
+        f = line.split()
+        if f and not line.startswith("#"):
+            rows[int(f[0])] = float(f[1])
+    return rows
+lat = {n: {} for n in names}
+rate = {}
+for n in names:
+    for k in range(1, rounds + 1):
+        for s, v in table(os.path.join(work, f"{n}.lat.{k}")).items():
+            lat[n].setdefault(s, []).append(v)
+    rate[n] = statistics.median(table(os.path.join(work, f"{n}.rate.{k}"))[8]
+                                for k in range(1, rounds + 1))
+lat = {n: {s: statistics.median(v) for s, v in lat[n].items()} for n in names}
+floor = {int(a): float(b) for a, b in (l.split() for l in open(os.path.join(work, "floor")))}
+p2 = 1 << (nodes.bit_length() - 1)        # recursive doubling (the component's small sizes):
+rd_rounds = p2.bit_length() - 1 + (2 if p2 != nodes else 0)  # log2 rounds, +2 to fold extra ranks
+stock = [n for n in ("ob1-tcp", "ucx") if n in names]
+print(f"# allreduce latency, {nodes} ranks on {nodes} lab nodes (one each), planes not capped;")
+print(f"# median of {rounds} interleaved rounds, microseconds; floor = {rd_rounds} x the one-way")
+print("# latency of ucx_perftest tag_lat over TCP on plane A (the component's recursive-doubling sizes)")
+cols = names + ["floor", "dr2/stock", "dr2/floor"] + (["dr2/before"] if "before" in names else [])
+print("%-9s" % "size" + "".join("%12s" % c for c in cols))
+missed = []
+for s in sorted(lat["dualrail-2"]):
+    d2 = lat["dualrail-2"][s]
+    best = min(lat[n].get(s, math.inf) for n in stock)
+    fl = rd_rounds * floor.get(s, math.nan) if s <= 65536 else math.nan
+    cells = ["%12.2f" % lat[n].get(s, math.nan) for n in names]
+    cells += ["%12.2f" % fl, "%12.2f" % (d2 / best), "%12s" % ("%.2f" % (d2 / fl) if fl == fl else "-")]
+    if "before" in names:
+        cells.append("%12.3f" % (d2 / lat["before"][s]))
+    print("%-9d" % s + "".join(cells))
+    if s <= 2048:
+        if d2 > best:
+            missed.append(f"{s} B: dualrail-2 {d2 / best:.2f} x the best stock path (<= 1.0)")
+        if fl == fl and d2 > 1.6 * fl:
+            missed.append(f"{s} B: dualrail-2 {d2 / fl:.2f} x the UCX floor (<= 1.6)")
+    elif "before" in names and d2 > 1.03 * lat["before"][s]:
+        missed.append(f"{s} B: dualrail-2 {d2 / lat['before'][s]:.3f} x before (<= 1.03)")
+print()
+print("# 8-byte message rate, back-to-back calls per second (median of the rounds)")
+for n in names:
+    print("%-12s %10.0f" % (n, rate[n]))
+best_rate = max(rate[n] for n in stock)
+print()
+print(f"target: sizes <= 2 KiB at <= 1.0 x the best stock path and <= 1.6 x the floor: "
+      f"{'met' if not [m for m in missed if 'before' not in m] else 'MISSED'}")
+print(f"target: 8-byte rate dualrail-2 / best stock = {rate['dualrail-2'] / best_rate:.2f} (>= 1.0): "
+      f"{'met' if rate['dualrail-2'] >= best_rate else 'MISSED'}")
+if rate["dualrail-2"] < best_rate:
+    missed.append("8-byte message rate below the best stock path")
+if "before" in names:
+    print(f"target: sizes above 2 KiB within 3 % of before: "
+          f"{'met' if not [m for m in missed if 'before' in m] else 'MISSED'}")
+for m in missed:
+    print("missed:", m)
+sys.exit(3 if missed else 0)
+PY
