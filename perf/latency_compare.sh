@@ -55,9 +55,11 @@ done
 command -v ucx_perftest >/dev/null || { echo "latency_compare.sh: ucx_perftest missing (apt-get install ucx-utils)" >&2; exit 1; }
 abs() { [[ $1 == /* ]] && echo "$1" || echo "$root/$1"; }
 build=$(abs "${DUALRAIL_BUILD_DIR:-build}")
+[ -x "$build/perf/dualrail-allreduce-bench" ] ||
+  { echo "latency_compare.sh: $build/perf/dualrail-allreduce-bench missing (cmake --build $build)" >&2; exit 1; }
 for b in "$build" ${baseline:+"$(abs "$baseline")"}; do
-  [ -x "$b/perf/dualrail-allreduce-bench" ] && [ -f "$b/mpi_coll/mca_coll_dualrail.so" ] ||
-    { echo "latency_compare.sh: $b has no built benchmark and component (cmake --build $b)" >&2; exit 1; }
+  [ -f "$b/mpi_coll/mca_coll_dualrail.so" ] ||
+    { echo "latency_compare.sh: $b/mpi_coll/mca_coll_dualrail.so missing (cmake --build $b)" >&2; exit 1; }
 done
 [ -z "$baseline" ] || baseline=$(abs "$baseline")
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drlatency} DUALRAIL_BUILD_DIR=$build
@@ -88,8 +90,9 @@ run() { # name, round, what (lat|rate)
   [ "$what" = lat ] || args=(-m 8:8 -i "$rate_iters" -T 20 -r)
   echo "latency_compare.sh: round $k: $name ($what)" >&2
   # shellcheck disable=SC2046 # opts is a word list by design
+  # One benchmark binary for all (it is plain MPI); a baseline changes only the component.
   if ! DUALRAIL_BUILD_DIR=$b timeout 900 "$lab" mpirun -np "$nodes" --map-by node $(opts "$name") \
-       "$b/perf/dualrail-allreduce-bench" "${args[@]}" >"$work/$name.$what.$k" 2>"$work/$name.$what.$k.err"; then
+       "$build/perf/dualrail-allreduce-bench" "${args[@]}" >"$work/$name.$what.$k" 2>"$work/$name.$what.$k.err"; then
     echo "latency_compare.sh: $name failed:" >&2
     tail -n 20 "$work/$name.$what.$k.err" >&2
     exit 1

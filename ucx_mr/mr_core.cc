@@ -245,6 +245,7 @@ Op *Mr::op_get()
 void Mr::op_put(Op *op)
 {
     op->in_use = false;
+    op->counted = false;
     op->req = nullptr;
     op->link = nullptr;
     free_ops.push_back(op);

@@ -87,7 +87,19 @@ struct Plane {
     ucp_address_t *address = nullptr;
     size_t address_len = 0;
     dr_mr_plane_stats_t stats{};
+    /* Polling (dr_mr_progress): a plane that carried nothing lately and has nothing of
+     * ours in UCX is polled only every kColdPollEvery progress calls. */
+    uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
+    uint32_t ops_out = 0;        /* our operations UCX still holds */
 };
+
+/* Small messages travel on one plane (Mr::small_plane), so with only small messages in
+ * flight the other planes have nothing to deliver: polling each of them costs a system
+ * call per poll and measurably lengthens a small collective. Such a cold plane is still
+ * polled every kColdPollEvery calls (control messages, probes, connection set-up), and
+ * turns hot for kHotUs with anything sent or arriving on it. */
+constexpr uint32_t kColdPollEvery = 8;
+constexpr uint64_t kHotUs = 2000;
 
 struct Link {
     Mr *mr = nullptr;
@@ -227,6 +239,7 @@ struct Op {
     uint32_t link_gen = 0;
     Req *req = nullptr;
     uint32_t req_gen = 0;
+    bool counted = false;        /* in its plane's ops_out */
 };
 
 struct Ctrl {
@@ -252,6 +265,7 @@ struct Mr {
     /* now_us() read once per dr_mr_progress: what UCX callbacks run inside it stamp their
      * facts with (a clock read per message cost more than the rest of its bookkeeping). */
     uint64_t clock = 0;
+    uint32_t polls = 0;           /* dr_mr_progress calls, for the cold planes' turn */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
     uint64_t last_watchdog = 0;
@@ -274,6 +288,8 @@ struct Mr {
 
     /* mr_xfer.cc */
     dr_status_t send_start(Peer *p, Req *r);
+    int small_plane(const Peer *p) const;
+    void post_am(Op *op, Link *l, const void *data, uint64_t len);
     void issue(Link *l);
     void send_data(Link *l, Req *r, uint32_t seg);
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,

@@ -44,8 +44,8 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
         w[i] = p->links[i]->state == DR_LINK_UP ? p->links[i]->weight : 0;
     }
     dr_extent_t ext[DR_MAX_PLANES];
-    int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, (int)(p->rr++ % n),
-                               ext);
+    const int first = r->len <= cfg.min_stripe ? small_plane(p) : (int)(p->rr++ % n);
+    int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, first, ext);
     if (used < 0) {
         /* Every live plane has weight 0: fall back to equal weights on the live ones. */
         for (int i = 0; i < n; ++i) {
@@ -83,6 +83,57 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
         }
     }
     return DR_OK;
+}
+
+/*
+ * The plane whole small messages to p take (the stripe split moves on to the next live
+ * plane when it is down): the first plane of the highest weight, so that they keep to one
+ * plane, the others go cold (kColdPollEvery), and they never queue behind a slow plane's
+ * stripes. Planes within 80% of the best weight count as equal, so that small
+ * fluctuations of learned weights do not move them back and forth.
+ */
+int Mr::small_plane(const Peer *p) const
+{
+    uint32_t best = 0;
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        if (l->state == DR_LINK_UP && l->weight > best) {
+            best = l->weight;
+        }
+    }
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        if (l->state == DR_LINK_UP && (uint64_t)l->weight * 5 >= (uint64_t)best * 4) {
+            return (int)i;
+        }
+    }
+    return 0;
+}
+
+/* Hand op (its header) and len bytes of data to UCX on l's endpoint, eager only. */
+void Mr::post_am(Op *op, Link *l, const void *data, uint64_t len)
+{
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    /* Eager only: the receiver copies out in the callback, so no UCX operation ever
+     * writes into a receive buffer that we might have completed from another plane. */
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send = send_cb;
+    param.user_data = op;
+    Plane *pl = planes[l->plane].get();
+    pl->active_at = clock;
+    ucs_status_ptr_t sp =
+        ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr), data, len, &param);
+    if (sp == nullptr) {
+        on_op_done(op, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(sp)) {
+        on_op_done(op, UCS_PTR_STATUS(sp));
+    } else {
+        op->counted = true; /* UCX holds it: its plane is polled until it completes */
+        ++pl->ops_out;
+    }
 }
 
 void Mr::issue(Link *l)
@@ -131,32 +182,20 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     }
     op->hdr = WireHdr{kData,  (uint8_t)l->plane, kWireVersion, self, r->msg_id, ack_id, r->key,
                       r->len, s.offset};
-    ucp_request_param_t param;
-    memset(&param, 0, sizeof(param));
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
-    /* Eager only: the receiver copies out in the callback, so no UCX operation ever
-     * writes into a receive buffer that we might have completed from another plane. */
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
-    param.cb.send = send_cb;
-    param.user_data = op;
     ++l->inflight;
     ++r->ops;
     Plane *pl = planes[l->plane].get();
     pl->stats.tx_bytes += s.length;
     ++pl->stats.tx_segments;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr),
-                                          r->buf + s.offset, s.length, &param);
-    if (sp == nullptr) {
-        on_op_done(op, UCS_OK);
-    } else if (UCS_PTR_IS_ERR(sp)) {
-        on_op_done(op, UCS_PTR_STATUS(sp));
-    }
+    post_am(op, l, r->buf + s.offset, s.length);
 }
 
 void Mr::on_op_done(Op *op, ucs_status_t status)
 {
     Link *l = op->link;
+    if (op->counted && planes[l->plane]->ops_out > 0) {
+        --planes[l->plane]->ops_out;
+    }
     const bool current = op->link_gen == l->gen;
     if (op->data) {
         if (current && l->inflight > 0) {
@@ -224,20 +263,7 @@ void Mr::ctrl_flush()
         op->link_gen = l->gen;
         op->hdr = h;
         op->hdr.plane = (uint8_t)l->plane;
-        ucp_request_param_t param;
-        memset(&param, 0, sizeof(param));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                             UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_AM_SEND_FLAG_EAGER;
-        param.cb.send = send_cb;
-        param.user_data = op;
-        ucs_status_ptr_t sp = ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr), nullptr, 0,
-                                              &param);
-        if (sp == nullptr) {
-            on_op_done(op, UCS_OK);
-        } else if (UCS_PTR_IS_ERR(sp)) {
-            on_op_done(op, UCS_PTR_STATUS(sp));
-        }
+        post_am(op, l, nullptr, 0);
     }
     ctrl.clear();
 }
@@ -405,6 +431,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     Peer *p = peer_get(h.src, true);
     Link *l = p->links[pl->index].get();
     const uint64_t now = clock;
+    pl->active_at = now;
     /* Anything arriving shows the peer's direction works, except a ping: that is the peer
      * asking the same question. Counting it let two sides that both pinged a link whose
      * data went nowhere keep answering each other's doubt and never declare it down. */
@@ -649,6 +676,7 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
             return st;
         }
         if (!r->complete) {
+            mr->clock = now_us(); /* what the plane that carries it is marked active with */
             if (len != 0 && len <= mr->cfg.copy_max) {
                 /* Small: complete for the caller now; the copy is what a failover re-sends.
                  * assign() reuses the request's capacity: no allocation once warm. */
@@ -688,6 +716,14 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
             return st;
         }
         if (!r->complete) {
+            /* Poll where the message will come (dr_mr_progress): a small one on the
+             * peer's small-message plane, a longer one possibly on every plane. */
+            mr->clock = now_us();
+            for (size_t i = 0; i < mr->planes.size(); ++i) {
+                if (capacity > mr->cfg.min_stripe || (int)i == mr->small_plane(p)) {
+                    mr->planes[i]->active_at = mr->clock;
+                }
+            }
             mr->recv_match_unexpected(p, r);
             if (!r->complete) {
                 p->recvs.push_back(r);
@@ -706,7 +742,11 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
     int events = 0;
     mr->clock = now_us();
+    const bool all = ++mr->polls % kColdPollEvery == 0;
     for (auto &pl : mr->planes) {
+        if (!all && pl->ops_out == 0 && mr->clock - pl->active_at > kHotUs) {
+            continue; /* cold: nothing of ours in UCX, nothing sent or seen lately */
+        }
         for (int i = 0; i < 64 && ucp_worker_progress(pl->worker) != 0; ++i) {
             ++events;
         }
