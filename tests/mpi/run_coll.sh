@@ -59,8 +59,11 @@ for coll in bcast allgather barrier; do
       if (calls <= fb || (c != "barrier" && fb < 1) || (c == "barrier" && fb != 0)) print }')
   [ -z "$bad" ] || fail "$coll counters do not show dualrail and the fallbacks: $bad"
 done
-# The derived communicators ran on dualrail too.
-for c in dup split reversed; do
+# The derived communicators ran on dualrail too (MPI_Bcast returns before any component on
+# a one-process communicator, and with 2 ranks the odd/even split has one each).
+comms=(dup reversed)
+[ "$np" -lt 3 ] || comms+=(split)
+for c in "${comms[@]}"; do
   grep -Eq "communicator $c \(cid [0-9]+\): [0-9]+ bcast call\(s\), 0 handed" "$out" ||
     fail "no bcast counters for communicator $c"
 done
