@@ -154,6 +154,10 @@ bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, 
 /* The arguments every data-movement call shares, taking the kind's next sequence number. */
 void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm,
                                  int kind, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state);
+/* Copy bytes between a device buffer (dev_ptr: the device side, dst or src) and host memory,
+ * synchronously on the buffer's device: bcast and allgather stage whole messages. */
+dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, const void *dev_ptr,
+                                    char *err, size_t errlen);
 /* Report a failed call (one line naming the collective and communicator); its MPI error. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err);

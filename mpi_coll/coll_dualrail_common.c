@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "gpu/dr_gpu.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
@@ -120,4 +121,42 @@ int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what,
     opal_output(mca_coll_dualrail_component.output, "coll/dualrail: rank %d: %s on %s failed: %s",
                 mca_coll_dualrail_component.world_rank, what, comm->c_name, err);
     return mca_coll_dualrail_mpi_error(st);
+}
+
+/*
+ * Device buffers of bcast and allgather: whole messages copied between the
+ * device and host memory on a stream of the buffer's device, waited for
+ * before the collective reads or after it wrote (these collectives move bytes
+ * and never reduce, so no kernel and no pipelined staging is needed).
+ */
+dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, const void *dev_ptr,
+                                    char *err, size_t errlen)
+{
+    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
+    if (bytes == 0) {
+        return DR_OK;
+    }
+    void *saved = NULL, *stream = NULL;
+    const int device = mem->device_of != NULL ? mem->device_of(dev_ptr) : -1;
+    /* As algo/staging.cc's DeviceScope: switch only when the buffer's device is not the
+     * thread's current one, and give the thread back exactly what it had. */
+    const bool enter = device >= 0 && mem->device_enter != NULL && mem->device_current != NULL &&
+                       mem->device_current() != device;
+    dr_status_t st = enter ? mem->device_enter(device, &saved) : DR_OK;
+    const bool entered = enter && st == DR_OK;
+    if (st == DR_OK && (st = mem->stream_create(&stream)) == DR_OK) {
+        st = mem->copy_async(dst, src, bytes, stream);
+        const dr_status_t ss = mem->stream_sync(stream);
+        st = st != DR_OK ? st : ss;
+        mem->stream_destroy(stream);
+    }
+    if (entered) {
+        mem->device_leave(saved);
+    }
+    if (st != DR_OK) {
+        snprintf(err, errlen, "staging %zu bytes of a device buffer (device %d) through host "
+                 "memory: %s", bytes, device, mem->last_error());
+        return DR_ERR_GPU;
+    }
+    return DR_OK;
 }

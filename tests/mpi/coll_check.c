@@ -22,7 +22,13 @@
  *              allgather: the previous module runs it, bytes between the
  *              elements are left alone
  *
- *   coll_check [--quick]      --quick: the two largest counts left out
+ *   coll_check [--quick] [--device]
+ *
+ * --quick: the two largest counts left out. --device: the bcast and allgather
+ * buffers are "device" memory of the host stand-in for a GPU (dr_gpu.h; run
+ * with coll_dualrail_gpu_standin 1), staged by the component; the
+ * send buffer of allgather is on the device in odd cases, on the host in even
+ * ones (mixed).
  *
  * Prints "N passed, N failed" (rank 0) and exits non-zero on any failure.
  */
@@ -34,8 +40,42 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu/dr_gpu.h"
+
 static int rank, size;
 static long passed, failed;
+static const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
+static void *dev_stream;
+
+/* A device copy of host (bytes), or host itself without --device. */
+static void *to_dev(void *host, size_t bytes)
+{
+    void *d = NULL;
+    if (dev_mem == NULL) {
+        return host;
+    }
+    if (dev_mem->device_alloc(&d, bytes == 0 ? 1 : bytes) != DR_OK ||
+        dev_mem->copy_async(d, host, bytes, dev_stream) != DR_OK ||
+        dev_mem->stream_sync(dev_stream) != DR_OK) {
+        fprintf(stderr, "coll_check: stand-in: %s\n", dev_mem->last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return d;
+}
+
+/* Copy a device buffer back into host and free it (nothing without --device). */
+static void from_dev(void *host, void *dev, size_t bytes)
+{
+    if (dev == host) {
+        return;
+    }
+    if (dev_mem->copy_async(host, dev, bytes, dev_stream) != DR_OK ||
+        dev_mem->stream_sync(dev_stream) != DR_OK) {
+        fprintf(stderr, "coll_check: stand-in: %s\n", dev_mem->last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    dev_mem->device_free(dev);
+}
 
 typedef struct tinfo {
     MPI_Datatype t;
@@ -88,7 +128,9 @@ static bool bcast_one(MPI_Comm comm, const char *cname, const tinfo_t *ti, size_
         buf[i] = crank == root ? pattern(root, i, salt) : 0xa5;
     }
     buf[bytes] = 0x5a;
-    int rc = MPI_Bcast(buf, (int)count, ti->t, root, comm);
+    void *d = to_dev(buf, bytes + 1);
+    int rc = MPI_Bcast(d, (int)count, ti->t, root, comm);
+    from_dev(buf, d, bytes + 1);
     bool ok = rc == MPI_SUCCESS && buf[bytes] == 0x5a;
     for (size_t i = 0; ok && i < bytes; ++i) {
         ok = buf[i] == pattern(root, i, salt);
@@ -273,7 +315,18 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = true;
+        } else if (strcmp(argv[i], "--device") == 0) {
+            dev_mem = dr_mem_standin();
+            if (dev_mem->stream_create(&dev_stream) != DR_OK) {
+                fprintf(stderr, "coll_check: stand-in stream: %s\n", dev_mem->last_error());
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
+    }
     const size_t counts[] = {0, 1, 7, 13, 1009, 70001};
     const int ncounts = quick ? 4 : 6;
 
@@ -296,7 +349,13 @@ int main(int argc, char **argv)
     MPI_Comm_free(&split);
     MPI_Comm_free(&rev);
     if (rank == 0) {
+        if (dev_mem != NULL) {
+            printf("bcast and allgather on device buffers (%s)\n", dev_mem->name);
+        }
         printf("%ld passed, %ld failed\n", passed, failed);
+    }
+    if (dev_stream != NULL) {
+        dev_mem->stream_destroy(dev_stream);
     }
     MPI_Finalize();
     return failed == 0 ? 0 : 1;

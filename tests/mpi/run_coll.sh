@@ -8,14 +8,17 @@
 # --off switches the three collectives off (coll_dualrail_bcast/barrier/
 # allgather 0): the results must still be right, and dualrail must not have
 # taken them.
-#   run_coll.sh BINARY NP [--oversubscribe] [--off] [-- args...]
+# --device runs the component with the host stand-in as its GPU
+# (coll_dualrail_gpu_standin; pass --device to coll_check too).
+#   run_coll.sh BINARY NP [--oversubscribe] [--off] [--device] [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-over=() off=0
+over=() off=0 device=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --oversubscribe) over=(--oversubscribe) ;;
     --off) off=1 ;;
+    --device) device=1 ;;
     --) shift; break ;;
     *) echo "run_coll.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -27,6 +30,7 @@ trap 'rm -f "$out"' EXIT
 mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100)
 [ "$off" -eq 0 ] || mca+=(--mca coll_dualrail_bcast 0 --mca coll_dualrail_barrier 0
                           --mca coll_dualrail_allgather 0)
+[ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
 rc=0
 timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "${mca[@]}" \
   "$bin" "$@" >"$out" 2>&1 || rc=$?
