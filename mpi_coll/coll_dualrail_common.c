@@ -105,7 +105,7 @@ void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_comm
     a->peer_ids = m->peer_ids;
     a->comm_id = m->comm_id;
     /* Each kind counts its own calls (see coll_dualrail.h). */
-    a->seq = m->seq[kind]++ & DR_KEY_MASK_(DR_KEY_SEQ_BITS);
+    a->seq = m->seq[kind]++ & DR_KEY_SEQ_MASK;
     a->segment_size = cm->segment_size;
     a->timeout = cm->op_timeout;
     a->idle = mca_coll_dualrail_idle;

@@ -42,7 +42,7 @@ typedef struct dr_allreduce_args {
     int rank, size;           /* in the communicator */
     const uint32_t *peer_ids; /* size entries: ucx_mr process id of each comm rank */
     uint32_t comm_id;         /* 16 bits, unique per communicator in the job */
-    uint32_t seq;             /* per-communicator collective sequence number (taken mod 2^20) */
+    uint32_t seq;             /* per-communicator allreduce sequence number (taken mod 2^16) */
     int algorithm;            /* DR_ALGO_* */
     /* AUTO: recursive doubling up to this many bytes, ring above (0: 64 KiB) */
     size_t rd_max_bytes;

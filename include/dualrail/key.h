@@ -55,6 +55,8 @@ typedef struct dr_key_fields {
 } dr_key_fields_t;
 
 #define DR_KEY_MASK_(bits) ((UINT64_C(1) << (bits)) - 1)
+/* Sequence numbers are taken modulo this + 1 (callers count freely and mask). */
+#define DR_KEY_SEQ_MASK ((uint32_t)DR_KEY_MASK_(DR_KEY_SEQ_BITS))
 
 #ifdef __cplusplus
 #define DR_KEY_STATIC_ASSERT_ static_assert
