@@ -5,7 +5,15 @@
 include(${CMAKE_CURRENT_LIST_DIR}/gpu/CMakeLists_gpu.cmake)
 if(NOT TARGET dualrail_algo)
   add_library(dualrail_algo STATIC
+    ${CMAKE_CURRENT_LIST_DIR}/algo/coll.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/collectives.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/bcast_binomial.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/bcast_scatter_allgather.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/barrier_dissemination.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_ring.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_rd.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_bruck.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/engine.cc

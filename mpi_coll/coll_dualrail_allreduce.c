@@ -7,80 +7,14 @@
  */
 #include "coll_dualrail.h"
 
-#include <sched.h>
 #include <stdio.h>
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
-#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
 #include "dr_coll.h"
 #include "dr_coll_gpu.h"
-
-/*
- * Waiting: spin briefly for latency, then sleep on the planes' descriptors
- * (returns as soon as data arrives) so that ranks sharing a core, and the
- * kernel's network stack, get the CPU; keep Open MPI's runtime progressing.
- */
-/* Seconds a waiting rank polls before it starts yielding the CPU. */
-#define DUALRAIL_SPIN_NO_YIELD 20e-6
-
-typedef struct idle_state {
-    unsigned calls;
-    double since;   /* when this collective first went idle */
-    double now;     /* read every fourth call: a clock read per poll is measurable */
-} idle_state_t;
-
-static void idle(void *arg)
-{
-    idle_state_t *s = arg;
-    if ((s->calls & 3) == 0) {
-        s->now = MPI_Wtime();
-    }
-    const double now = s->now;
-    if (s->calls++ == 0) {
-        s->since = now;
-    }
-    if ((s->calls & 63) == 0) {
-        opal_progress();
-    }
-    /* A peer on a core of its own answers a small message within tens of microseconds:
-     * poll without a system call first (a sched_yield per poll cost ~10% of the latency
-     * of an 8-byte allreduce). Then yield, for ranks that share a core. A longer wait is
-     * a transfer bound by the wire: sleep until a plane has data. */
-    if (now - s->since < DUALRAIL_SPIN_NO_YIELD) {
-        return;
-    } else if (now - s->since < mca_coll_dualrail_component.spin_time) {
-        sched_yield();
-    } else {
-        dr_mr_wait_event(mca_coll_dualrail_component.mr, 0.001);
-    }
-}
-
-/*
- * The MPI error class an application sees. A lost peer or a stalled collective is
- * MPI_ERR_OTHER (MPI 3.1 has no class for a failed process; Open MPI's own
- * OMPI_ERR_UNREACH would surface as MPI_ERR_INTERN, which reads as a bug in MPI).
- */
-static int mpi_error(dr_status_t st)
-{
-    switch (st) {
-    case DR_ERR_PEER_UNREACHABLE:
-    case DR_ERR_TIMEOUT:
-    case DR_ERR_GPU:       /* a CUDA failure during the call (device buffers) */
-    case DR_ERR_NO_DEVICE: /* device buffers, but no usable GPU or device context */
-        return MPI_ERR_OTHER;
-    case DR_ERR_NO_MEMORY:
-        return MPI_ERR_NO_MEM;
-    case DR_ERR_TRUNCATED:
-        return MPI_ERR_TRUNCATE;
-    case DR_ERR_INVALID:
-        return MPI_ERR_ARG;
-    default:
-        return MPI_ERR_INTERN;
-    }
-}
 
 int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -91,14 +25,14 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     size_t elem = 0;
 
-    ++m->calls;
+    ++m->calls[DR_KIND_ALLREDUCE];
     if (!m->active || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
         goto fallback;
     }
 
     mca_coll_dualrail_reduce_ctx_t rctx;
     mca_coll_dualrail_reduce_ctx_init(&rctx, op, dtype);
-    idle_state_t idle_state = {0, 0.0, 0.0};
+    mca_coll_dualrail_idle_t idle_state = {0, 0.0, 0.0};
     dr_allreduce_args_t a = {
         .sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf,
         .recvbuf = rbuf,
@@ -110,12 +44,12 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
         .size = ompi_comm_size(comm),
         .peer_ids = m->peer_ids,
         .comm_id = m->comm_id,
-        .seq = m->seq++ & 0xfffff,
+        .seq = m->seq[DR_KIND_ALLREDUCE]++ & DR_KEY_SEQ_MASK,
         .algorithm = cm->allreduce_algorithm,
         .rd_max_bytes = cm->rd_max_bytes,
         .segment_size = cm->segment_size,
         .timeout = cm->op_timeout,
-        .idle = idle,
+        .idle = mca_coll_dualrail_idle,
         .idle_arg = &idle_state,
     };
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: allreduce on %s: %d x %s, %s, algorithm %d",
@@ -138,14 +72,12 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
          * had all their data), and a rank that switched to the previous module alone would
          * pair its next call with the others' dualrail call. Every rank keeps advancing the
          * sequence number, so later calls succeed or fail on all ranks alike. */
-        opal_output(cm->output, "coll/dualrail: rank %d: MPI_Allreduce on %s failed: %s",
-                    cm->world_rank, comm->c_name, err);
-        return mpi_error(st);
+        return mca_coll_dualrail_failed(comm, "MPI_Allreduce", st, err);
     }
     return OMPI_SUCCESS;
 
 fallback:
-    ++m->fallbacks;
+    ++m->fallbacks[DR_KIND_ALLREDUCE];
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: allreduce on %s (%s, %s) handed to the previous "
                      "module", cm->world_rank, comm->c_name, dtype->name, op->o_name);
     return m->previous_allreduce(sbuf, rbuf, count, dtype, op, comm,

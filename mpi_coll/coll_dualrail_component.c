@@ -42,6 +42,21 @@ static const mca_base_var_enum_value_t algorithm_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t bcast_values[] = {
+    {DR_BCAST_AUTO, "auto"},
+    {DR_BCAST_BINOMIAL, "binomial"},
+    {DR_BCAST_SCATTER_ALLGATHER, "scatter_allgather"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t allgather_values[] = {
+    {DR_ALLGATHER_AUTO, "auto"},
+    {DR_ALLGATHER_RING, "ring"},
+    {DR_ALLGATHER_RD, "recursive_doubling"},
+    {DR_ALLGATHER_BRUCK, "bruck"},
+    {0, NULL},
+};
+
 static int reg(const char *name, const char *help, mca_base_var_type_t type,
                mca_base_var_enum_t *enumerator, int level, void *storage)
 {
@@ -95,9 +110,43 @@ static int dualrail_register(void)
     reg("allreduce_rd_max_bytes", "With allreduce_algorithm auto: messages up to this many "
         "bytes use recursive doubling, larger ones the ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL,
         OPAL_INFO_LVL_5, &cm->rd_max_bytes);
+    cm->bcast_enable = 1;
+    reg("bcast", "Run MPI_Bcast on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->bcast_enable);
+    cm->barrier_enable = 1;
+    reg("barrier", "Run MPI_Barrier on dualrail (dissemination; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->barrier_enable);
+    cm->allgather_enable = 1;
+    reg("allgather", "Run MPI_Allgather on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->allgather_enable);
+    mca_base_var_enum_t *bcasts = NULL;
+    mca_base_var_enum_create("coll_dualrail_bcast_algorithms", bcast_values, &bcasts);
+    cm->bcast_algorithm = DR_BCAST_AUTO;
+    reg("bcast_algorithm", "Bcast algorithm: auto (binomial tree up to bcast_small_max_bytes, "
+        "scatter + ring allgather above), binomial, scatter_allgather",
+        MCA_BASE_VAR_TYPE_INT, bcasts, OPAL_INFO_LVL_5, &cm->bcast_algorithm);
+    OBJ_RELEASE(bcasts);
+    cm->bcast_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("bcast_small_max_bytes", "With bcast_algorithm auto: messages up to this many bytes "
+        "use the binomial tree, larger ones scatter + ring allgather",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->bcast_small_max_bytes);
+    mca_base_var_enum_t *allgathers = NULL;
+    mca_base_var_enum_create("coll_dualrail_allgather_algorithms", allgather_values, &allgathers);
+    cm->allgather_algorithm = DR_ALLGATHER_AUTO;
+    reg("allgather_algorithm", "Allgather algorithm: auto (up to allgather_small_max_bytes in "
+        "all: recursive doubling on power-of-two communicators, Bruck on others; ring above), "
+        "ring, recursive_doubling (power-of-two sizes only), bruck",
+        MCA_BASE_VAR_TYPE_INT, allgathers, OPAL_INFO_LVL_5, &cm->allgather_algorithm);
+    OBJ_RELEASE(allgathers);
+    cm->allgather_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("allgather_small_max_bytes", "With allgather_algorithm auto: results (all ranks' "
+        "blocks together) up to this many bytes use recursive doubling or Bruck, larger ones "
+        "the ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->allgather_small_max_bytes);
     cm->segment_size = 1024 * 1024;
-    reg("segment_size", "Ring pipeline segment in bytes: reduction of one segment overlaps the "
-        "transfer of the next", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+    reg("segment_size", "Pipeline segment in bytes of the ring allreduce, the ring allgather "
+        "and the bcasts: reduction or forwarding of one segment overlaps the transfer of the "
+        "next", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
         &cm->segment_size);
     cm->wire_segment_size = d.segment_size;
     reg("wire_segment_size", "Largest piece sent on one plane in one operation (bytes)",

@@ -1,6 +1,7 @@
 /*
  * coll/dualrail module: which communicators it serves, the job-wide
- * agreement and address exchange, and saving the previous allreduce.
+ * agreement and address exchange, and saving the previous module of each
+ * collective it takes.
  */
 #include "coll_dualrail.h"
 
@@ -23,27 +24,44 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->active = false;
     m->peer_ids = NULL;
     m->comm_id = 0;
-    m->seq = 0;
-    m->calls = m->fallbacks = 0;
+    memset(m->seq, 0, sizeof(m->seq));
+    memset(m->calls, 0, sizeof(m->calls));
+    memset(m->fallbacks, 0, sizeof(m->fallbacks));
     m->staging = NULL;
     m->staging_fallbacks = 0;
     m->previous_allreduce = NULL;
     m->previous_allreduce_module = NULL;
+    m->previous_bcast = NULL;
+    m->previous_bcast_module = NULL;
+    m->previous_barrier = NULL;
+    m->previous_barrier_module = NULL;
+    m->previous_allgather = NULL;
+    m->previous_allgather_module = NULL;
 }
+
+static const char *const kind_names[DR_KIND_COUNT] = {"allreduce", "bcast", "barrier",
+                                                      "allgather"};
 
 static void module_destruct(mca_coll_dualrail_module_t *m)
 {
-    if (m->calls != 0) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u): %llu allreduce "
-                         "call(s), %llu handed to the previous module",
-                         mca_coll_dualrail_component.world_rank,
-                         m->comm ? m->comm->c_name : "?", m->comm_id,
-                         (unsigned long long)m->calls, (unsigned long long)m->fallbacks);
+    for (int k = 0; k < DR_KIND_COUNT; ++k) {
+        if (m->calls[k] != 0) {
+            DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u): %llu %s "
+                             "call(s), %llu handed to the previous module",
+                             mca_coll_dualrail_component.world_rank,
+                             m->comm ? m->comm->c_name : "?", m->comm_id,
+                             (unsigned long long)m->calls[k], kind_names[k],
+                             (unsigned long long)m->fallbacks[k]);
+        }
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
     free(m->peer_ids);
-    if (m->previous_allreduce_module != NULL) {
-        OBJ_RELEASE(m->previous_allreduce_module);
+    mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
+                                      m->previous_barrier_module, m->previous_allgather_module};
+    for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
+        if (prev[i] != NULL) {
+            OBJ_RELEASE(prev[i]);
+        }
     }
     module_construct(m);
 }
@@ -306,22 +324,37 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
 
-    /* Enable must not fail: Open MPI would unselect every module of the communicator. */
-    m->previous_allreduce = comm->c_coll->coll_allreduce;
-    m->previous_allreduce_module = comm->c_coll->coll_allreduce_module;
-    if (m->previous_allreduce == NULL || m->previous_allreduce_module == NULL) {
-        opal_output(cm->output, "coll/dualrail: no previous allreduce on %s", comm->c_name);
-        return OMPI_ERROR;
-    }
-    OBJ_RETAIN(m->previous_allreduce_module);
+    /* The previous module of each collective this module took (comm_query), retained:
+     * every fallback goes there. */
+#define DUALRAIL_SAVE(coll)                                                                        \
+    do {                                                                                           \
+        if (m->super.coll_##coll != NULL) {                                                        \
+            m->previous_##coll = comm->c_coll->coll_##coll;                                        \
+            m->previous_##coll##_module = comm->c_coll->coll_##coll##_module;                      \
+            if (m->previous_##coll == NULL || m->previous_##coll##_module == NULL) {               \
+                opal_output(cm->output, "coll/dualrail: no previous " #coll " on %s",              \
+                            comm->c_name);                                                         \
+                return OMPI_ERROR;                                                                 \
+            }                                                                                      \
+            OBJ_RETAIN(m->previous_##coll##_module);                                               \
+        }                                                                                          \
+    } while (0)
+    DUALRAIL_SAVE(allreduce);
+    DUALRAIL_SAVE(bcast);
+    DUALRAIL_SAVE(barrier);
+    DUALRAIL_SAVE(allgather);
+#undef DUALRAIL_SAVE
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
-                     m->active ? "allreduce runs on dualrail" : "pass-through");
+                     m->active ? "allreduce runs on dualrail" : "pass-through",
+                     m->active && m->super.coll_bcast ? ", bcast" : "",
+                     m->active && m->super.coll_barrier ? ", barrier" : "",
+                     m->active && m->super.coll_allgather ? ", allgather" : "");
     return OMPI_SUCCESS;
 }
 
@@ -392,6 +425,10 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->comm_id = ompi_comm_get_cid(comm);
     m->super.coll_module_enable = module_enable;
     m->super.coll_allreduce = mca_coll_dualrail_allreduce;
+    /* A collective switched off is not taken at all: the previous module serves it. */
+    m->super.coll_bcast = cm->bcast_enable ? mca_coll_dualrail_bcast : NULL;
+    m->super.coll_barrier = cm->barrier_enable ? mca_coll_dualrail_barrier : NULL;
+    m->super.coll_allgather = cm->allgather_enable ? mca_coll_dualrail_allgather : NULL;
     *priority = cm->priority;
     return &m->super;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "algo/allreduce.hpp"
+#include "algo/collectives.hpp"
 #include "algo/transport.hpp"
 #include "mr_transport.hpp"
 
@@ -25,6 +26,44 @@ static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
                   DR_ALLREDUCE_SEGMENT_DEFAULT == kDefaultSegmentBytes &&
                   DR_ALLREDUCE_MAX_ELEM_SIZE == kMaxElemSize,
               "defaults");
+static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
+                  (int)DR_BCAST_SCATTER_ALLGATHER == (int)kBcastScatterAllgather &&
+                  (int)DR_ALLGATHER_RING == (int)kAllgatherRing &&
+                  (int)DR_ALLGATHER_RD == (int)kAllgatherRd &&
+                  (int)DR_ALLGATHER_BRUCK == (int)kAllgatherBruck &&
+                  DR_COLL_SMALL_MAX_DEFAULT == kDefaultSmallMaxBytes,
+              "bcast and allgather ids");
+
+/* Allgather's Bruck scratch kept between calls, as the allreduce's. */
+thread_local Scratch data_scratch;
+
+/* One C entry for the data-movement kinds: arguments, boundary, the kind's entry. */
+dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, size_t errlen)
+{
+    if (a == nullptr) {
+        char line[64];
+        snprintf(line, sizeof(line), "%s: no arguments", kind_name(kind));
+        set_err(err, errlen, line);
+        return DR_ERR_INVALID;
+    }
+    const Params p = to_params(a, kind);
+    const bool moves = a->size > 1 && (kind == kKindBarrier || a->bytes != 0);
+    return c_api_run(mr, a->peer_ids, p, moves, err, errlen,
+                     [kind](Transport &t, const Params &q, std::string *why) {
+                         dr_status_t st;
+                         if (kind == kKindBcast) {
+                             st = bcast(t, q, why);
+                         } else if (kind == kKindBarrier) {
+                             st = barrier(t, q, why);
+                         } else {
+                             st = allgather(t, q, &data_scratch, why);
+                             if (data_scratch.capacity() > kKeepScratch) {
+                                 data_scratch.release();
+                             }
+                         }
+                         return st;
+                     });
+}
 
 } // namespace
 } // namespace coll
@@ -59,4 +98,29 @@ extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)
         return DR_ALGO_RD;
     }
     return allreduce_choose(to_params(a));
+}
+
+extern "C" dr_status_t dr_bcast(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindBcast, err, errlen);
+}
+
+extern "C" dr_status_t dr_barrier(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindBarrier, err, errlen);
+}
+
+extern "C" dr_status_t dr_allgather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindAllgather, err, errlen);
+}
+
+extern "C" int dr_bcast_choose(const dr_coll_args_t *a)
+{
+    return a == nullptr ? DR_BCAST_BINOMIAL : bcast_choose(to_params(a, kKindBcast));
+}
+
+extern "C" int dr_allgather_choose(const dr_coll_args_t *a)
+{
+    return a == nullptr ? DR_ALLGATHER_RING : allgather_choose(to_params(a, kKindAllgather));
 }

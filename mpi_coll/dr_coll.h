@@ -42,7 +42,7 @@ typedef struct dr_allreduce_args {
     int rank, size;           /* in the communicator */
     const uint32_t *peer_ids; /* size entries: ucx_mr process id of each comm rank */
     uint32_t comm_id;         /* 16 bits, unique per communicator in the job */
-    uint32_t seq;             /* per-communicator collective sequence number (taken mod 2^20) */
+    uint32_t seq;             /* per-communicator allreduce sequence number (taken mod 2^16) */
     int algorithm;            /* DR_ALGO_* */
     /* AUTO: recursive doubling up to this many bytes, ring above (0: 64 KiB) */
     size_t rd_max_bytes;
@@ -73,6 +73,44 @@ dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, s
 
 /* The algorithm dr_allreduce runs for these arguments: DR_ALGO_RING or DR_ALGO_RD. */
 int dr_allreduce_choose(const dr_allreduce_args_t *a);
+
+/*
+ * Bcast, barrier and allgather: collectives that move bytes without reducing
+ * them, one argument struct for all three (each reads what it needs). Every
+ * rank passes the same bytes, root, algorithm, small_max_bytes,
+ * segment_size, comm_id and seq. A zero-filled struct gets the defaults.
+ */
+enum { DR_BCAST_AUTO = 0, DR_BCAST_BINOMIAL = 1, DR_BCAST_SCATTER_ALLGATHER = 2 };
+enum { DR_ALLGATHER_AUTO = 0, DR_ALLGATHER_RING = 1, DR_ALLGATHER_RD = 2, DR_ALLGATHER_BRUCK = 3 };
+
+#define DR_COLL_SMALL_MAX_DEFAULT (64 * 1024) /* small_max_bytes when 0 */
+
+typedef struct dr_coll_args {
+    const void *sendbuf; /* allgather: this rank's block; NULL or == its place in recvbuf: in place */
+    void *recvbuf;       /* bcast: the buffer (read at the root); allgather: size x bytes */
+    size_t bytes;        /* bcast: the message; allgather: one rank's block; barrier: unused */
+    int root;            /* bcast */
+    int rank, size;
+    const uint32_t *peer_ids;
+    uint32_t comm_id;
+    uint32_t seq; /* per communicator and collective kind (taken mod 2^16) */
+    int algorithm; /* DR_BCAST_* or DR_ALLGATHER_* */
+    /* AUTO: bcast: binomial tree up to this many bytes; allgather: recursive doubling
+     * (power-of-two sizes) or Bruck up to this many bytes in all (0: 64 KiB) */
+    size_t small_max_bytes;
+    size_t segment_size; /* pipeline segment (0: 1 MiB) */
+    double timeout;
+    void (*idle)(void *arg);
+    void *idle_arg;
+} dr_coll_args_t;
+
+/* Blocking; statuses and err as dr_allreduce's. */
+dr_status_t dr_bcast(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_barrier(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_allgather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+/* The algorithm run for these arguments (DR_BCAST_* / DR_ALLGATHER_*, never AUTO). */
+int dr_bcast_choose(const dr_coll_args_t *a);
+int dr_allgather_choose(const dr_coll_args_t *a);
 
 #ifdef __cplusplus
 }

@@ -94,30 +94,65 @@ class MrTransport final : public Transport {
 };
 
 /*
- * The C API's boundary for one collective: checks the transport arguments, runs
- * run(transport, params, &why) over ucx_mr, and turns exceptions into statuses
- * (none crosses the C ABI). a is not NULL.
+ * The C API's boundary for one collective of any kind: checks the transport
+ * arguments (when the call moves data at all), runs run(transport, p, &why)
+ * over ucx_mr, and turns exceptions into statuses (none crosses the C ABI).
  */
 template <class Run>
-dr_status_t c_api_run(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen, Run run)
+dr_status_t c_api_run(dr_mr_t *mr, const uint32_t *peer_ids, const Params &p, bool moves_data,
+                      char *err, size_t errlen, Run run)
 {
-    if (a->count != 0 && a->size > 1 && (mr == nullptr || a->peer_ids == nullptr)) {
-        set_err(err, errlen, "allreduce: no transport context or no peer ids");
+    char line[96];
+    if (moves_data && (mr == nullptr || peer_ids == nullptr)) {
+        snprintf(line, sizeof(line), "%s: no transport context or no peer ids", kind_name(p.kind));
+        set_err(err, errlen, line);
         return DR_ERR_INVALID;
     }
     try {
-        MrTransport t(mr, a->peer_ids);
+        MrTransport t(mr, peer_ids);
         std::string why;
-        dr_status_t st = run(t, to_params(a), &why);
+        dr_status_t st = run(t, p, &why);
         set_err(err, errlen, why.c_str());
         return st;
     } catch (const std::bad_alloc &) {
-        set_err(err, errlen, "allreduce: out of memory");
+        snprintf(line, sizeof(line), "%s: out of memory", kind_name(p.kind));
+        set_err(err, errlen, line);
         return DR_ERR_NO_MEMORY;
     } catch (...) {
-        set_err(err, errlen, "allreduce: internal error");
+        snprintf(line, sizeof(line), "%s: internal error", kind_name(p.kind));
+        set_err(err, errlen, line);
         return DR_ERR_INVALID;
     }
+}
+
+/* The allreduce's arguments (dr_coll.cc, dr_coll_gpu.cc). a is not NULL. */
+template <class Run>
+dr_status_t c_api_run(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen, Run run)
+{
+    return c_api_run(mr, a->peer_ids, to_params(a), a->count != 0 && a->size > 1, err, errlen, run);
+}
+
+/* The data-movement kinds' arguments (bcast, barrier, allgather). a is not NULL. */
+inline Params to_params(const dr_coll_args_t *a, int kind)
+{
+    Params p;
+    p.kind = kind;
+    p.sendbuf = a->sendbuf;
+    p.recvbuf = a->recvbuf;
+    p.count = a->bytes;
+    p.elem_size = 1;
+    p.root = a->root;
+    p.rank = a->rank;
+    p.size = a->size;
+    p.comm_id = a->comm_id;
+    p.seq = a->seq;
+    p.algorithm = a->algorithm;
+    p.small_max_bytes = a->small_max_bytes == 0 ? kDefaultSmallMaxBytes : a->small_max_bytes;
+    p.segment_size = a->segment_size == 0 ? kDefaultSegmentBytes : a->segment_size;
+    p.timeout = a->timeout;
+    p.idle = a->idle;
+    p.idle_arg = a->idle_arg;
+    return p;
 }
 
 } // namespace coll

@@ -3,14 +3,21 @@
  * places data correctly whatever plane it came on and a late message from an
  * earlier collective never matches a later one.
  *
- *   63          48 47          28 27         16 15          4 3      0
- *  +--------------+--------------+-------------+-------------+--------+
- *  | comm id (16) | sequence (20)| step (12)   | block (12)  | seg (4)|
- *  +--------------+--------------+-------------+-------------+--------+
+ *   63        48 47    44 43        28 27       16 15        4 3      0
+ *  +------------+--------+------------+-----------+-----------+--------+
+ *  | comm (16)  |kind (4)| seq (16)   | step (12) | block (12)| seg (4)|
+ *  +------------+--------+------------+-----------+-----------+--------+
  *
- * Widths bound what one key can name: 4096 steps and blocks cover rings of
- * up to 2048 ranks; the sequence wraps after 2^20 collectives on one
- * communicator, long after any message of the old one can still be in flight.
+ * The kind (DR_KIND_*) names the collective, so collectives of different
+ * kinds interleaved on one communicator never match each other's messages,
+ * whatever their sequence numbers. Its 4 bits came from the sequence (20 bits
+ * before issue 13): 16 kinds cover MPI's blocking collectives. Step and
+ * block keep 12 bits each because ring schedules need them: 2(n-1) steps
+ * and n blocks for rings of up to 2048 ranks (step 4095 is the abort step).
+ * The sequence counts the collectives of one kind on one communicator and
+ * wraps after 2^16 of them; ranks are at most a few collectives apart (every
+ * send completes only when its receiver has it), so no message of the old
+ * number can still be in flight.
  */
 #ifndef DUALRAIL_KEY_H
 #define DUALRAIL_KEY_H
@@ -23,13 +30,24 @@ extern "C" {
 #endif
 
 #define DR_KEY_COMM_BITS 16
-#define DR_KEY_SEQ_BITS 20
+#define DR_KEY_KIND_BITS 4
+#define DR_KEY_SEQ_BITS 16
 #define DR_KEY_STEP_BITS 12
 #define DR_KEY_BLOCK_BITS 12
 #define DR_KEY_SEG_BITS 4
 
+/* The collective kinds (values are on the wire: append, never renumber). */
+enum {
+    DR_KIND_ALLREDUCE = 0,
+    DR_KIND_BCAST = 1,
+    DR_KIND_BARRIER = 2,
+    DR_KIND_ALLGATHER = 3,
+    DR_KIND_COUNT /* kinds in use; at most 1 << DR_KEY_KIND_BITS */
+};
+
 typedef struct dr_key_fields {
     uint32_t comm;
+    uint32_t kind;
     uint32_t seq;
     uint32_t step;
     uint32_t block;
@@ -37,16 +55,31 @@ typedef struct dr_key_fields {
 } dr_key_fields_t;
 
 #define DR_KEY_MASK_(bits) ((UINT64_C(1) << (bits)) - 1)
+/* Sequence numbers are taken modulo this + 1 (callers count freely and mask). */
+#define DR_KEY_SEQ_MASK ((uint32_t)DR_KEY_MASK_(DR_KEY_SEQ_BITS))
+
+#ifdef __cplusplus
+#define DR_KEY_STATIC_ASSERT_ static_assert
+#else
+#define DR_KEY_STATIC_ASSERT_ _Static_assert
+#endif
+DR_KEY_STATIC_ASSERT_(DR_KEY_COMM_BITS + DR_KEY_KIND_BITS + DR_KEY_SEQ_BITS + DR_KEY_STEP_BITS +
+                              DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS ==
+                          64,
+                      "a key is 64 bits");
+DR_KEY_STATIC_ASSERT_(DR_KIND_COUNT <= (1 << DR_KEY_KIND_BITS), "kinds fit the kind field");
 
 /* Pack f into *key. Returns false (and leaves *key alone) when a field does not fit. */
 static inline bool dr_key_pack(const dr_key_fields_t *f, uint64_t *key)
 {
-    if (f->comm > DR_KEY_MASK_(DR_KEY_COMM_BITS) || f->seq > DR_KEY_MASK_(DR_KEY_SEQ_BITS) ||
+    if (f->comm > DR_KEY_MASK_(DR_KEY_COMM_BITS) || f->kind > DR_KEY_MASK_(DR_KEY_KIND_BITS) ||
+        f->seq > DR_KEY_MASK_(DR_KEY_SEQ_BITS) ||
         f->step > DR_KEY_MASK_(DR_KEY_STEP_BITS) || f->block > DR_KEY_MASK_(DR_KEY_BLOCK_BITS) ||
         f->seg > DR_KEY_MASK_(DR_KEY_SEG_BITS)) {
         return false;
     }
     uint64_t k = f->comm;
+    k = (k << DR_KEY_KIND_BITS) | f->kind;
     k = (k << DR_KEY_SEQ_BITS) | f->seq;
     k = (k << DR_KEY_STEP_BITS) | f->step;
     k = (k << DR_KEY_BLOCK_BITS) | f->block;
@@ -66,6 +99,8 @@ static inline dr_key_fields_t dr_key_unpack(uint64_t key)
     key >>= DR_KEY_STEP_BITS;
     f.seq = (uint32_t)(key & DR_KEY_MASK_(DR_KEY_SEQ_BITS));
     key >>= DR_KEY_SEQ_BITS;
+    f.kind = (uint32_t)(key & DR_KEY_MASK_(DR_KEY_KIND_BITS));
+    key >>= DR_KEY_KIND_BITS;
     f.comm = (uint32_t)(key & DR_KEY_MASK_(DR_KEY_COMM_BITS));
     return f;
 }

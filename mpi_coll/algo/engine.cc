@@ -72,10 +72,10 @@ dr_status_t Engine::init(size_t nslots, const int *peers, size_t npeers)
 
 uint64_t Engine::key(uint32_t step, uint32_t block, uint32_t seg) const
 {
-    const dr_key_fields_t f = {p_.comm_id, p_.seq & kSeqMask, step, block, seg};
+    const dr_key_fields_t f = {p_.comm_id, (uint32_t)p_.kind, p_.seq & kSeqMask, step, block, seg};
     uint64_t k = 0;
     const bool ok = dr_key_pack(&f, &k);
-    assert(ok); /* allreduce() bounds every field before an algorithm runs */
+    assert(ok); /* each kind's entry bounds every field before an algorithm runs */
     (void)ok;
     return k;
 }
@@ -270,7 +270,8 @@ dr_status_t Engine::set_error(dr_status_t st, const char *fmt, ...)
     }
     status_ = st;
     char line[768];
-    int n = snprintf(line, sizeof(line), "%s allreduce, rank %d of %d: ", algo_, p_.rank, p_.size);
+    int n = snprintf(line, sizeof(line), "%s %s, rank %d of %d: ", algo_, kind_name(p_.kind),
+                     p_.rank, p_.size);
     if (n < 0 || (size_t)n >= sizeof(line)) {
         n = 0;
     }
@@ -352,7 +353,8 @@ dr_status_t Engine::finish(dr_status_t st, std::string *err)
             } else if (!error_.empty()) {
                 *err = error_;
             } else {
-                *err = std::string(algo_) + " allreduce failed: " + dr_status_str(st);
+                *err =
+                    std::string(algo_) + " " + kind_name(p_.kind) + " failed: " + dr_status_str(st);
             }
         } catch (const std::bad_alloc &) {
         }

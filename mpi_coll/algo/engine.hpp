@@ -37,14 +37,15 @@
 #include <string>
 #include <vector>
 
-#include "algo/allreduce.hpp"
+#include "algo/coll.hpp"
 #include "algo/transport.hpp"
 #include "dualrail/status.h"
 
 namespace dualrail {
 namespace coll {
 
-/* Highest step value: never used by a schedule (ring: at most 4093, rd: at most 13). */
+/* Highest step value: never used by a schedule (ring allreduce: at most 4093; every other
+ * schedule stays below n + 1 <= 2049 or 2 log2(n) + 2). */
 constexpr uint32_t kAbortStep = 0xfff;
 /* Seconds a call waits before it listens for aborts from its peers. */
 constexpr double kAbortListenAfter = 0.002;

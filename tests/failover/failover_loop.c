@@ -10,15 +10,21 @@
  * receive buffer is poisoned before each call, odd iterations run in place,
  * and the send buffer of the others is checked to be left untouched.
  *
- * After each allreduce every rank reports its verdict through MPI_Allgather
- * (a stock collective: it runs on the management network, never on the
- * planes under test) together with rank 0's stop decision, so all ranks make
- * the same number of calls and leave the loop together, also when some of
- * them got an error.
+ * --coll bcast|allgather loops that collective instead (issue 13), validated
+ * the same way: MPI_Bcast from root k mod n of rank root's values;
+ * MPI_Allgather of count/n elements per rank, odd iterations in place.
+ *
+ * After each call every rank reports its verdict to rank 0 and gets everyone's
+ * back by point-to-point messages (pml ob1 on the management network, never
+ * a collective: coll/dualrail runs allgather, bcast and barrier too, and the
+ * verdicts must not travel on the planes under test) together with rank 0's
+ * stop decision, so all ranks make the same number of calls and leave the
+ * loop together, also when some of them got an error.
  *
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
+ *                 [--coll allreduce|bcast|allgather]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
  *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
@@ -150,13 +156,107 @@ static const char *class_name(int cls)
     }
 }
 
+enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
+static int coll = COLL_ALLREDUCE;
+static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
+
+/* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
+ * header: never a collective). */
+static void p2p_allgather_ints(const int *mine, int n, int *all)
+{
+    if (rank == 0) {
+        memcpy(all, mine, sizeof(int) * (size_t)n);
+        for (int r = 1; r < nranks; ++r) {
+            MPI_Recv(all + (size_t)r * (size_t)n, n, MPI_INT, r, 911, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        }
+        for (int r = 1; r < nranks; ++r) {
+            MPI_Send(all, n * nranks, MPI_INT, r, 912, MPI_COMM_WORLD);
+        }
+    } else {
+        MPI_Send(mine, n, MPI_INT, 0, 911, MPI_COMM_WORLD);
+        MPI_Recv(all, n * nranks, MPI_INT, 0, 912, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+}
+
+/*
+ * One validated bcast or allgather (iteration k, count ints of buffer): sets
+ * other_status, prints what went wrong. Returns the ints moved per rank.
+ */
+static int other_status;
+static size_t other_call(unsigned k, size_t count, int *in, int *out, double t0, double *c0,
+                         double *c1)
+{
+    int rc;
+    size_t per = count, wrong = 0, first = 0, src_changed = 0;
+    int want_first = 0;
+    const int in_place = coll == COLL_ALLGATHER && (k & 1);
+    const int root = (int)(k % (unsigned)nranks);
+    if (coll == COLL_BCAST) {
+        for (size_t i = 0; i < count; ++i) {
+            out[i] = rank == root ? val_a(i, k) + root * val_b(i, k) : (int)0xa5a5a5a5;
+        }
+        *c0 = epoch_now();
+        rc = MPI_Bcast(out, (int)count, MPI_INT, root, MPI_COMM_WORLD);
+        *c1 = epoch_now();
+        for (size_t i = 0; rc == MPI_SUCCESS && i < count; ++i) {
+            const int want = val_a(i, k) + root * val_b(i, k);
+            if (out[i] != want && wrong++ == 0) {
+                first = i, want_first = want;
+            }
+        }
+    } else {
+        per = count / (size_t)nranks > 0 ? count / (size_t)nranks : 1;
+        memset(out, 0xa5, per * (size_t)nranks * sizeof(int));
+        int *mine = in_place ? out + (size_t)rank * per : in;
+        for (size_t i = 0; i < per; ++i) {
+            mine[i] = val_a(i, k) + rank * val_b(i, k);
+        }
+        *c0 = epoch_now();
+        rc = MPI_Allgather(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out, (int)per,
+                           MPI_INT, MPI_COMM_WORLD);
+        *c1 = epoch_now();
+        for (size_t j = 0; rc == MPI_SUCCESS && j < per * (size_t)nranks; ++j) {
+            const int r = (int)(j / per);
+            const int want = val_a(j % per, k) + r * val_b(j % per, k);
+            if (out[j] != want && wrong++ == 0) {
+                first = j, want_first = want;
+            }
+        }
+        for (size_t i = 0; rc == MPI_SUCCESS && !in_place && i < per; ++i) {
+            src_changed += in[i] != val_a(i, k) + rank * val_b(i, k);
+        }
+    }
+    other_status = ST_OK;
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0, cls = 0;
+        MPI_Error_class(rc, &cls);
+        MPI_Error_string(rc, msg, &len);
+        printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
+               "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
+               rank, coll_mpi, k, per * sizeof(int), *c1 - *c0, *c1 - t0, *c1, cls,
+               class_name(cls), rc, msg);
+        other_status = ST_MPI_ERROR;
+    } else if (wrong != 0 || src_changed != 0) {
+        printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
+               "loop: %zu elements wrong, first [%zu] = %d, expected %d; send buffer elements "
+               "changed: %zu\n",
+               rank, coll_mpi, k, per * sizeof(int), in_place ? ", in place" : "", *c1 - t0,
+               wrong, first, out[first], want_first, src_changed);
+        other_status = ST_WRONG;
+    }
+    fflush(stdout);
+    return per;
+}
+
 static void usage(void)
 {
     if (rank == 0) {
         fprintf(stderr,
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
-                "[--after-error N] [--timeline] [--device]\n");
+                "[--after-error N] [--timeline] [--device] [--coll allreduce|bcast|allgather]\n");
     }
 }
 
@@ -232,6 +332,15 @@ int main(int argc, char **argv)
             errors_return = 1;
         } else if (strcmp(a, "--timeline") == 0) {
             timeline = 1;
+        } else if (strcmp(a, "--coll") == 0 && v != NULL) {
+            ++i;
+            if (strcmp(v, "bcast") == 0) {
+                coll = COLL_BCAST, coll_name = "bcast", coll_mpi = "MPI_Bcast";
+            } else if (strcmp(v, "allgather") == 0) {
+                coll = COLL_ALLGATHER, coll_name = "allgather", coll_mpi = "MPI_Allgather";
+            } else if (strcmp(v, "allreduce") != 0) {
+                bad = 1;
+            }
         } else if (strcmp(a, "--device") == 0) {
             dev_mem = dr_mem_standin();
         } else {
@@ -265,6 +374,11 @@ int main(int argc, char **argv)
     }
     const int tri = nranks * (nranks - 1) / 2;
 
+    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || errors_return)) {
+        usage(); /* device buffers and the cut modes: the allreduce loop only */
+        MPI_Finalize();
+        return EXIT_USAGE;
+    }
     /* Everyone starts together; rank 0's clock decides when to stop. */
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = epoch_now();
@@ -288,6 +402,23 @@ int main(int argc, char **argv)
 
     for (unsigned k = 0; iters < max_iters; ++k) {
         const int si = (int)(k % (unsigned)nsizes);
+        double c0 = 0, c1 = 0;
+        if (coll != COLL_ALLREDUCE) {
+            const size_t count = other_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1);
+            if (timeline && rank == 0) {
+                printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
+            }
+            total_call += c1 - c0;
+            if (c1 - c0 > slowest) {
+                slowest = c1 - c0;
+                slowest_at = c0 - t0;
+                slowest_iter = (long)k;
+            }
+            if (my_status == ST_OK) {
+                my_status = other_status;
+            }
+            goto verdict;
+        }
         const size_t count = sizes[si] / sizeof(int);
         const int in_place = k & 1;
         int *dst = out;
@@ -311,9 +442,9 @@ int main(int argc, char **argv)
             }
             recv = dev_out;
         }
-        const double c0 = epoch_now();
+        c0 = epoch_now();
         int rc = MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-        const double c1 = epoch_now();
+        c1 = epoch_now();
         if (dev_mem != NULL) {
             dev_copy(out, dev_out, count * sizeof(int));
             if (!in_place) {
@@ -366,6 +497,7 @@ int main(int argc, char **argv)
         if (timeline && rank == 0) {
             printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
         }
+    verdict:
         ++iters;
         ++per_size[si];
         if (rss0_at < 0 && c1 - t0 >= mem_after) {
@@ -383,7 +515,7 @@ int main(int argc, char **argv)
         }
         /* Verdicts and the stop decision through a stock collective (management network). */
         int mine[2] = {my_status, rank == 0 && epoch_now() - t0 >= seconds};
-        MPI_Allgather(mine, 2, MPI_INT, verdicts, 2, MPI_INT, MPI_COMM_WORLD);
+        p2p_allgather_ints(mine, 2, verdicts);
         for (int r = 0; r < nranks; ++r) {
             any_error |= verdicts[2 * r] == ST_MPI_ERROR;
             any_wrong |= verdicts[2 * r] == ST_WRONG;
@@ -442,9 +574,9 @@ int main(int argc, char **argv)
             const double *m = all + NM * r;
             long growth = (long)(m[1] - m[0]);
             printf("failover_loop: memory rank %d: VmRSS %.0f kB at %.1f s, %.0f kB at the end: "
-                   "growth %ld kB; VmHWM %.0f kB; open fds %.0f -> %.0f; slowest allreduce "
+                   "growth %ld kB; VmHWM %.0f kB; open fds %.0f -> %.0f; slowest %s "
                    "%.3f s at %.1f s\n",
-                   r, m[0], m[3], m[1], growth, m[2], m[6], m[7], m[4], m[5]);
+                   r, m[0], m[3], m[1], growth, m[2], m[6], m[7], coll_name, m[4], m[5]);
             if (r == 0 || growth > worst) {
                 worst = growth;
                 worst_rank = r;

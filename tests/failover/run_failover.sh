@@ -44,7 +44,9 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), and the bounds named above.
+#   that every rank staged them), --coll bcast|allgather (fault and flap: the
+#   loop runs that collective instead of MPI_Allreduce, with the same checks),
+#   and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
 #   first error within 8 s, job over within 30 s of the cut; slow: 50mbit /
@@ -78,7 +80,7 @@ esac
 seconds=12 fault_at=3 heal_at=6.5 detect_max='' slow_max=3
 flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=
 peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0 device=0
-rate_a=50mbit rate_b=500mbit keep_log=
+rate_a=50mbit rate_b=500mbit keep_log= coll=allreduce
 mca=()
 case $mode in
   flap) seconds=13 fault_at=2 ;;
@@ -111,6 +113,7 @@ while [ $# -gt 0 ]; do
     --env) mca+=(-x "${2:?}"); shift ;;
     --keep-log) keep_log=${2:?}; shift ;;
     --device) device=1 ;;
+    --coll) coll=${2:?}; shift ;;
     *) echo "run_failover.sh: unknown option $1" >&2; usage ;;
   esac
   shift
@@ -170,7 +173,7 @@ if [ "$mode" != slow ]; then
   done
 fi
 
-args=(--size "$size" --seconds "$seconds" --mem-after "$mem_after")
+args=(--size "$size" --seconds "$seconds" --mem-after "$mem_after" --coll "$coll")
 mca+=(--mca coll_dualrail_priority 100 --mca coll_dualrail_verbose "$verbose" --mca coll_dualrail_stats 1)
 if [ "$device" -eq 1 ]; then
   args+=(--device)
@@ -298,11 +301,11 @@ case $mode in
     grep -Eq "failover_loop: [0-9]+ iterations .*every result exact" "$log" || fail "no clean end of the loop"
     n0=$(grep -c "failover_loop: rank [0-9]* exits 0" "$log" || true)
     [ "$n0" -eq "$np" ] || fail "$n0 of $np ranks exited 0"
-    if grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), 0 handed to the previous module" "$log"; then
-      n=$(grep -Ec "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), 0 handed to the previous module" "$log")
-      [ "$n" -eq "$np" ] || fail "only $n of $np ranks ran every allreduce on dualrail"
+    if grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ $coll call\(s\), 0 handed to the previous module" "$log"; then
+      n=$(grep -Ec "MPI_COMM_WORLD \(cid 0\): [0-9]+ $coll call\(s\), 0 handed to the previous module" "$log")
+      [ "$n" -eq "$np" ] || fail "only $n of $np ranks ran every $coll on dualrail"
     else
-      fail "no rank ran every allreduce on dualrail"
+      fail "no rank ran every $coll on dualrail"
     fi
     # Only the faulted plane, only links that touch a faulted node.
     bad=$(awk -v nodes="$nodes" -v pi="$plane_idx" '
@@ -337,12 +340,12 @@ case $mode in
     fi
     # The slowest call on any rank (the summary line is rank 0's alone: a rank that waited
     # on a stalled link shows it in its own memory line).
-    slowest=$(sed -n 's/.*failover_loop: memory rank [0-9]*:.*slowest allreduce \([0-9.]*\) s.*/\1/p' "$log" | sort -g | tail -1)
+    slowest=$(sed -n "s/.*failover_loop: memory rank [0-9]*:.*slowest $coll \\([0-9.]*\\) s.*/\\1/p" "$log" | sort -g | tail -1)
     if [ -n "$slowest" ]; then
       if awk -v s="$slowest" -v m="$slow_max" 'BEGIN { exit !(s <= m) }'; then
-        ok "slowest allreduce $slowest s (bound $slow_max s)"
+        ok "slowest $coll $slowest s (bound $slow_max s)"
       else
-        fail "an allreduce took $slowest s (bound $slow_max s)"
+        fail "a $coll took $slowest s (bound $slow_max s)"
       fi
     fi
     if [ "$mode" = flap ]; then

@@ -242,7 +242,7 @@ void test_table(void **state)
 /*
  * Collectives back to back with no barrier between them: fast ranks run
  * ahead into the next collective, so only the sequence number in the key
- * keeps their messages apart. The sequence wraps at 2^20 on the way, and a
+ * keeps their messages apart. The sequence wraps at 2^16 on the way, and a
  * caller-owned Scratch is reused across calls.
  */
 void test_back_to_back(void **state)

@@ -148,7 +148,7 @@ static void test_ring_keys_fit(void **state)
     /* The largest ring: every (step, block, seg) packs, and no step reaches the abort step. */
     const int n = kRingMaxRanks;
     assert_true((uint32_t)(ring_steps(n) - 1) < kAbortStep);
-    dr_key_fields_t f = {0xffff, 0xfffff, (uint32_t)ring_steps(n) - 1, (uint32_t)n - 1,
+    dr_key_fields_t f = {0xffff, DR_KIND_COUNT - 1, 0xffff, (uint32_t)ring_steps(n) - 1, (uint32_t)n - 1,
                          kMaxSegments - 1};
     uint64_t k;
     assert_true(dr_key_pack(&f, &k));

@@ -1,0 +1,118 @@
+/*
+ * What every collective of the algorithm layer shares: the collective kinds,
+ * the parameters of one call, scratch memory, and the argument checks every
+ * entry makes before anything moves. No MPI and no UCX here.
+ *
+ * Params is one struct for every kind: each collective reads the fields it
+ * needs (allreduce: count/elem_size/reduce/rd_max_bytes; bcast: root and
+ * count bytes; allgather: count bytes per rank; barrier: none of them), and
+ * the engine reads kind/comm_id/seq (the key), rank/size (error lines),
+ * timeout and idle (waits).
+ */
+#ifndef DUALRAIL_ALGO_COLL_HPP
+#define DUALRAIL_ALGO_COLL_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "dualrail/key.h"
+#include "dualrail/status.h"
+
+namespace dualrail {
+namespace coll {
+
+/* The collective a schedule runs (the key's kind field, dualrail/key.h). */
+enum Kind : int {
+    kKindAllreduce = DR_KIND_ALLREDUCE,
+    kKindBcast = DR_KIND_BCAST,
+    kKindBarrier = DR_KIND_BARRIER,
+    kKindAllgather = DR_KIND_ALLGATHER,
+};
+
+/* "allreduce", "bcast", ...: how error lines name the collective. */
+const char *kind_name(int kind);
+
+/* inout[i] = in[i] op inout[i] over count elements; the op is commutative. */
+using ReduceFn = void (*)(const void *in, void *inout, size_t count, void *arg);
+
+/* Algorithm ids per kind; 0 is always "choose". */
+enum Algorithm : int { kAlgoAuto = 0, kAlgoRing = 1, kAlgoRd = 2 };
+enum BcastAlgorithm : int { kBcastBinomial = 1, kBcastScatterAllgather = 2 };
+enum AllgatherAlgorithm : int { kAllgatherRing = 1, kAllgatherRd = 2, kAllgatherBruck = 3 };
+
+constexpr size_t kDefaultRdMaxBytes = 64 * 1024;
+constexpr size_t kDefaultSegmentBytes = 1024 * 1024;
+/* bcast: binomial tree up to this many bytes; allgather: rd/Bruck up to this many in all. */
+constexpr size_t kDefaultSmallMaxBytes = 64 * 1024;
+constexpr size_t kMaxElemSize = 64;
+constexpr uint32_t kMaxCommId = 0xffff;
+constexpr uint32_t kSeqMask = (1u << DR_KEY_SEQ_BITS) - 1;
+
+struct Params {
+    int kind = kKindAllreduce;
+    const void *sendbuf = nullptr; /* nullptr or == recvbuf: in place */
+    void *recvbuf = nullptr;       /* bcast: the buffer */
+    size_t count = 0;              /* allreduce: elements; bcast, allgather (per rank): bytes */
+    size_t elem_size = 0;          /* allreduce */
+    ReduceFn reduce = nullptr;
+    void *reduce_arg = nullptr;
+    int root = 0; /* bcast */
+    int rank = 0;
+    int size = 0;
+    uint32_t comm_id = 0;
+    uint32_t seq = 0; /* per communicator and kind, taken mod 2^16 */
+    int algorithm = kAlgoAuto;
+    size_t rd_max_bytes = kDefaultRdMaxBytes;       /* allreduce; 0: the default */
+    size_t small_max_bytes = kDefaultSmallMaxBytes; /* bcast, allgather; 0: the default */
+    size_t segment_size = kDefaultSegmentBytes;     /* 0: the default */
+    double timeout = -1;                            /* s without progress; <= 0: none */
+    void (*idle)(void *arg) = nullptr;
+    void *idle_arg = nullptr;
+};
+
+/*
+ * Scratch memory for incoming data, 64-byte aligned. Owned by the caller so
+ * that it can be kept between calls (a per-communicator context); reserve()
+ * only allocates when the buffer must grow. Not thread safe.
+ */
+/* Scratch a caller keeps between calls, at most (dr_allreduce's per-thread scratch). */
+constexpr size_t kKeepScratch = 1u << 20;
+
+class Scratch {
+  public:
+    Scratch() = default;
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    ~Scratch();
+    /* nullptr when out of memory (the old buffer is gone then too). */
+    void *reserve(size_t bytes);
+    size_t capacity() const { return cap_; }
+    /*
+     * Give the buffer up without freeing it: after an error a send that
+     * cannot be cancelled may still read it (the transport retries it). It is
+     * parked for the life of the process; the next reserve() allocates anew.
+     */
+    void abandon();
+    /* Free the buffer (the next reserve() allocates anew). */
+    void release();
+
+  private:
+    void *buf_ = nullptr;
+    size_t cap_ = 0;
+};
+
+/* DR_ERR_INVALID with "<kind>: <reason>" in *err (may be nullptr). */
+dr_status_t reject(std::string *err, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The checks every kind makes first (rank, size, communicator id, kind, root). */
+dr_status_t check_common(const Params &p, std::string *err);
+
+/* *err = "" (a successful call leaves no reason). */
+void clear_err(std::string *err);
+
+} // namespace coll
+} // namespace dualrail
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * What every collective's glue shares: the wait callback the algorithms call
+ * when nothing moved, the MPI error class of a status, the datatypes the
+ * data-movement collectives take, the arguments common to them, and the
+ * report of a failed call. Each collective keeps its own file
+ * (coll_dualrail_<collective>.c) with its checks and its fallback.
+ */
+#include "coll_dualrail.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "gpu/dr_gpu.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+/*
+ * Waiting: spin briefly for latency, then sleep on the planes' descriptors
+ * (returns as soon as data arrives) so that ranks sharing a core, and the
+ * kernel's network stack, get the CPU; keep Open MPI's runtime progressing.
+ */
+/* Seconds a waiting rank polls before it starts yielding the CPU. */
+#define DUALRAIL_SPIN_NO_YIELD 20e-6
+
+void mca_coll_dualrail_idle(void *arg)
+{
+    mca_coll_dualrail_idle_t *s = arg;
+    if ((s->calls & 3) == 0) {
+        s->now = MPI_Wtime();
+    }
+    const double now = s->now;
+    if (s->calls++ == 0) {
+        s->since = now;
+    }
+    if ((s->calls & 63) == 0) {
+        opal_progress();
+    }
+    /* A peer on a core of its own answers a small message within tens of microseconds:
+     * poll without a system call first (a sched_yield per poll cost ~10% of the latency
+     * of an 8-byte allreduce). Then yield, for ranks that share a core. A longer wait is
+     * a transfer bound by the wire: sleep until a plane has data. */
+    if (now - s->since < DUALRAIL_SPIN_NO_YIELD) {
+        return;
+    } else if (now - s->since < mca_coll_dualrail_component.spin_time) {
+        sched_yield();
+    } else {
+        dr_mr_wait_event(mca_coll_dualrail_component.mr, 0.001);
+    }
+}
+
+/*
+ * The MPI error class an application sees. A lost peer or a stalled collective is
+ * MPI_ERR_OTHER (MPI 3.1 has no class for a failed process; Open MPI's own
+ * OMPI_ERR_UNREACH would surface as MPI_ERR_INTERN, which reads as a bug in MPI).
+ */
+int mca_coll_dualrail_mpi_error(dr_status_t st)
+{
+    switch (st) {
+    case DR_ERR_PEER_UNREACHABLE:
+    case DR_ERR_TIMEOUT:
+    case DR_ERR_GPU:       /* a CUDA failure during the call (device buffers) */
+    case DR_ERR_NO_DEVICE: /* device buffers, but no usable GPU or device context */
+        return MPI_ERR_OTHER;
+    case DR_ERR_NO_MEMORY:
+        return MPI_ERR_NO_MEM;
+    case DR_ERR_TRUNCATED:
+        return MPI_ERR_TRUNCATE;
+    case DR_ERR_INVALID:
+        return MPI_ERR_ARG;
+    default:
+        return MPI_ERR_INTERN;
+    }
+}
+
+bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, size_t *bytes)
+{
+    size_t size = 0;
+    ptrdiff_t lb = 0, extent = 0;
+    /* Derived datatypes go to the previous module, even contiguous ones: ranks may
+     * describe the same bytes with different types, and only predefined ones are
+     * certain to be judged alike on every rank. Pair types with holes (MPI_SHORT_INT)
+     * are not contiguous. */
+    if (!ompi_datatype_is_predefined(dtype) || ompi_datatype_type_size(dtype, &size) != OMPI_SUCCESS ||
+        ompi_datatype_get_extent(dtype, &lb, &extent) != OMPI_SUCCESS || lb != 0 ||
+        (size_t)extent != size || size == 0) {
+        return false;
+    }
+    if (count > SIZE_MAX / size) {
+        return false;
+    }
+    *bytes = count * size;
+    return true;
+}
+
+void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm,
+                                 int kind, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    memset(a, 0, sizeof(*a));
+    memset(idle_state, 0, sizeof(*idle_state));
+    a->rank = ompi_comm_rank(comm);
+    a->size = ompi_comm_size(comm);
+    a->peer_ids = m->peer_ids;
+    a->comm_id = m->comm_id;
+    /* Each kind counts its own calls (see coll_dualrail.h). */
+    a->seq = m->seq[kind]++ & DR_KEY_SEQ_MASK;
+    a->segment_size = cm->segment_size;
+    a->timeout = cm->op_timeout;
+    a->idle = mca_coll_dualrail_idle;
+    a->idle_arg = idle_state;
+}
+
+int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
+                             const char *err)
+{
+    /* The module stays active: only some ranks may see the error, and a rank that
+     * switched to the previous module alone would pair its next call with the others'
+     * dualrail call (see coll_dualrail_allreduce.c). */
+    opal_output(mca_coll_dualrail_component.output, "coll/dualrail: rank %d: %s on %s failed: %s",
+                mca_coll_dualrail_component.world_rank, what, comm->c_name, err);
+    return mca_coll_dualrail_mpi_error(st);
+}
+
+/*
+ * Device buffers of bcast and allgather: whole messages copied between the
+ * device and host memory on a stream of the buffer's device, waited for
+ * before the collective reads or after it wrote (these collectives move bytes
+ * and never reduce, so no kernel and no pipelined staging is needed).
+ */
+dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, const void *dev_ptr,
+                                    char *err, size_t errlen)
+{
+    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
+    if (bytes == 0) {
+        return DR_OK;
+    }
+    void *saved = NULL, *stream = NULL;
+    const int device = mem->device_of != NULL ? mem->device_of(dev_ptr) : -1;
+    /* As algo/staging.cc's DeviceScope: switch only when the buffer's device is not the
+     * thread's current one, and give the thread back exactly what it had. */
+    const bool enter = device >= 0 && mem->device_enter != NULL && mem->device_current != NULL &&
+                       mem->device_current() != device;
+    dr_status_t st = enter ? mem->device_enter(device, &saved) : DR_OK;
+    const bool entered = enter && st == DR_OK;
+    if (st == DR_OK && (st = mem->stream_create(&stream)) == DR_OK) {
+        st = mem->copy_async(dst, src, bytes, stream);
+        const dr_status_t ss = mem->stream_sync(stream);
+        st = st != DR_OK ? st : ss;
+        mem->stream_destroy(stream);
+    }
+    if (entered) {
+        mem->device_leave(saved);
+    }
+    if (st != DR_OK) {
+        snprintf(err, errlen, "staging %zu bytes of a device buffer (device %d) through host "
+                 "memory: %s", bytes, device, mem->last_error());
+        return DR_ERR_GPU;
+    }
+    return DR_OK;
+}
