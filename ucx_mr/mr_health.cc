@@ -118,6 +118,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     l->ping_out = l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
+    weights_link_changed(l);
     ep_close(l, true);
     const int left = live_planes(p);
     log(p->gone ? DR_LOG_INFO : DR_LOG_WARN,
@@ -195,6 +196,7 @@ void Mr::readmit(Link *l)
     l->readmitted_at = now;
     l->inflight = 0;
     l->reason.clear();
+    weights_link_changed(l); /* back at the trickle: it earns its share again */
     ++planes[l->plane]->stats.readmissions;
     log(DR_LOG_WARN, "peer %u (%s) plane %d (%s) re-admitted after %.2f s down", p->id,
         p->host.empty() ? "?" : p->host.c_str(), l->plane, planes[l->plane]->device.c_str(),

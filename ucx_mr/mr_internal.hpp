@@ -21,6 +21,7 @@
 
 #include "dualrail/stripe.h"
 #include "dualrail/ucx_mr.h"
+#include "dualrail/weights.h"
 
 namespace dualrail {
 namespace mr {
@@ -100,7 +101,10 @@ struct Link {
     bool used = false;
     dr_link_state_t state = DR_LINK_UP;
     uint32_t gen = 0;            /* bumps at every down and re-admission: stale completions are ignored */
-    uint32_t weight = 1;
+    uint32_t weight = 1;         /* what dr_stripe_split gets: est.share scaled (mr_weights.cc) */
+    dr_wlink_t est{};            /* delivered-rate estimator and applied share */
+    double logged_share = 0;     /* share at the last "delivering" log line */
+    uint64_t logged_at = 0;
     uint32_t inflight = 0;       /* data segments handed to UCX, not yet locally complete */
     SegQueue queue;
     /* liveness */
@@ -179,6 +183,10 @@ struct Peer {
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
+    int64_t wrr[DR_MAX_PLANES] = {};  /* smooth weighted rotation of whole small messages */
+    bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
+    uint32_t w_ratios[DR_MAX_PLANES] = {};
+    uint64_t w_last = 0;              /* last weight update */
     uint64_t busy_since = 0;
     uint64_t last_done = 0;  /* a send acknowledged or a receive completed */
     bool dumped = false;     /* state dump written for the current stall */
@@ -203,6 +211,7 @@ struct Op {
     uint32_t link_gen = 0;
     Req *req = nullptr;
     uint32_t req_gen = 0;
+    uint64_t bytes = 0;          /* data: payload bytes, credited to the link's rate when done */
 };
 
 struct Ctrl {
@@ -229,6 +238,10 @@ struct Mr {
     uint64_t last_watchdog = 0;
     uint64_t stall_us = 0, probe_us = 0, peer_timeout_us = 0;
     uint64_t readmit_min_us = 0, readmit_max_us = 0, flap_us = 0;
+    std::string weights_text;
+    dr_weights_mode_t wmode = DR_WEIGHTS_ADAPTIVE;
+    uint32_t wratios[DR_MAX_PLANES] = {};
+    uint64_t w_last_tick = 0;
 
     /* mr_core.cc */
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -260,6 +273,13 @@ struct Mr {
     void on_op_done(Op *op, ucs_status_t status);
     void sweep(Peer *p);
     void retire(Req *r);
+
+    /* mr_weights.cc */
+    void weights_init(Peer *p);
+    void weights_tick(uint64_t now);
+    void weights_link_changed(Link *l);
+    void weights_apply(Peer *p, uint64_t now);
+    int small_plane(Peer *p, const uint32_t *w, int n);
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);

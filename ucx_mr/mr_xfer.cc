@@ -44,8 +44,10 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
         w[i] = p->links[i]->state == DR_LINK_UP ? p->links[i]->weight : 0;
     }
     dr_extent_t ext[DR_MAX_PLANES];
-    int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, (int)(p->rr++ % n),
-                               ext);
+    /* A whole small message goes to the plane the weighted rotation picks (mr_weights.cc). */
+    const int first =
+        r->len != 0 && r->len <= cfg.min_stripe ? small_plane(p, w, n) : (int)(p->rr++ % n);
+    int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, first, ext);
     if (used < 0) {
         /* Every live plane has weight 0: fall back to equal weights on the live ones. */
         for (int i = 0; i < n; ++i) {
@@ -117,6 +119,7 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     op->link_gen = l->gen;
     op->req = r;
     op->req_gen = r->gen;
+    op->bytes = s.length;
     op->hdr = WireHdr{kData, (uint8_t)l->plane, kWireVersion, self, r->msg_id, 0, r->key, r->len,
                       s.offset};
     ucp_request_param_t param;
@@ -139,6 +142,9 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
         on_op_done(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(sp)) {
         on_op_done(op, UCS_PTR_STATUS(sp));
+    } else {
+        /* Waiting behind earlier segments: the plane is backlogged, its pace now shows. */
+        dr_weights_link_pending(&l->est, now_us());
     }
 }
 
@@ -159,7 +165,9 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
          * doing so); a ping leaving it proves nothing, only its pong does. */
         if (status == UCS_OK) {
             if (op->data) {
-                note_progress(l, now_us());
+                const uint64_t now = now_us();
+                note_progress(l, now);
+                dr_weights_link_done(&l->est, op->bytes, now, l->inflight);
             }
         } else if (status != UCS_ERR_CANCELED) {
             l->ep_failed = true;
@@ -574,6 +582,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->last_watchdog = now;
         mr->watchdog(now);
         mr->ctrl_flush();
+        mr->weights_tick(now);
     }
     for (size_t pi = 0; pi < mr->peers.size(); ++pi) {
         Peer *p = mr->peers[pi].get();

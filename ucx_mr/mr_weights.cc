@@ -1,0 +1,216 @@
+/*
+ * ucx_mr striping weights: the per (peer, plane) estimator of weights.h wired
+ * to the links, the split of whole small messages, the log line, the getter.
+ *
+ *   send_data        a segment left pending in UCX: the link backlogs
+ *   on_op_done       a segment completed: bytes credited to the link
+ *   weights_tick     every kTickUs, per peer that moved data: samples, growth,
+ *                    shares -> Link::weight (what dr_stripe_split gets)
+ *   declare_down /   the link's share goes / comes back at the trickle
+ *   readmit
+ *
+ * Per peer, not per process: a slow link to one node re-weights only the
+ * transfers to that node. Modes equal and fixed (coll_dualrail_weights, or
+ * dr_mr_set_weights for one peer) skip the estimator and keep their ratios
+ * over the live planes.
+ */
+#include <cmath>
+
+#include "mr_internal.hpp"
+
+namespace dualrail {
+namespace mr {
+
+/* Updates every 25 ms of wall time: a few samples per second even on a slow plane, cheap
+ * (one pass over the peers that moved data), and fast enough that a plane cut to a tenth
+ * is re-weighted within a few hundred milliseconds. */
+constexpr uint64_t kTickUs = 25000;
+/* A link's share moving by this factor since its last line is worth a line... */
+constexpr double kLogFactor = 2.0;
+/* ...at most one per link this often (a flapping rate must not flood the log). */
+constexpr uint64_t kLogEveryUs = 1000000;
+
+void Mr::weights_init(Peer *p)
+{
+    const int n = (int)planes.size();
+    for (int i = 0; i < n; ++i) {
+        Link *l = p->links[i].get();
+        dr_weights_link_init(&l->est);
+    }
+    dr_wlink_t est[DR_MAX_PLANES];
+    for (int i = 0; i < n; ++i) {
+        est[i] = p->links[i]->est;
+    }
+    dr_weights_fixed_shares(est, n, wmode == DR_WEIGHTS_FIXED ? wratios : nullptr);
+    uint32_t w[DR_MAX_PLANES];
+    dr_weights_to_u32(est, n, w);
+    for (int i = 0; i < n; ++i) {
+        Link *l = p->links[i].get();
+        l->est.share = est[i].share;
+        l->logged_share = est[i].share;
+        l->weight = w[i];
+    }
+}
+
+/* The estimator works on a contiguous array; the links keep their own copy. */
+static void gather(Peer *p, int n, dr_wlink_t *est)
+{
+    for (int i = 0; i < n; ++i) {
+        est[i] = p->links[i]->est;
+    }
+}
+
+static void scatter(Peer *p, int n, const dr_wlink_t *est)
+{
+    uint32_t w[DR_MAX_PLANES];
+    dr_weights_to_u32(est, n, w);
+    for (int i = 0; i < n; ++i) {
+        p->links[i]->est = est[i];
+        p->links[i]->weight = w[i];
+    }
+}
+
+void Mr::weights_apply(Peer *p, uint64_t now)
+{
+    const int n = (int)planes.size();
+    if (wmode != DR_WEIGHTS_ADAPTIVE || p->w_fixed) {
+        return;
+    }
+    /* One line per link whose share moved by kLogFactor since its last line, naming the
+     * best other plane it is compared with (what a user checks against the fabric). */
+    for (int i = 0; i < n; ++i) {
+        Link *l = p->links[i].get();
+        if (l->state != DR_LINK_UP || l->est.rate <= 0 || l->est.share <= 0) {
+            continue;
+        }
+        const double f = l->logged_share > 0 ? l->est.share / l->logged_share : kLogFactor;
+        if ((f < kLogFactor && f > 1 / kLogFactor) ||
+            (l->logged_at != 0 && now - l->logged_at < kLogEveryUs)) {
+            continue;
+        }
+        int ref = -1;
+        for (int j = 0; j < n; ++j) {
+            const Link *o = p->links[j].get();
+            if (j != i && o->state == DR_LINK_UP && o->est.rate > 0 &&
+                (ref < 0 || o->est.rate > p->links[ref]->est.rate)) {
+                ref = j;
+            }
+        }
+        if (ref < 0) {
+            continue;
+        }
+        log(DR_LOG_WARN, "peer %u plane %d (%s) delivering %.2fx plane %d: weight %.2f", p->id, i,
+            planes[i]->device.c_str(), l->est.rate / p->links[ref]->est.rate, ref, l->est.share);
+        l->logged_share = l->est.share;
+        l->logged_at = now;
+    }
+}
+
+void Mr::weights_tick(uint64_t now)
+{
+    if (now - w_last_tick < kTickUs) {
+        return;
+    }
+    w_last_tick = now;
+    const int n = (int)planes.size();
+    for (size_t pi = 0; pi < peers.size(); ++pi) {
+        Peer *p = peers[pi].get();
+        if (p == nullptr || !p->known) {
+            continue;
+        }
+        bool moved = false;
+        for (int i = 0; i < n; ++i) {
+            const dr_wlink_t &e = p->links[i]->est;
+            moved |= e.busy || e.tick_bytes != 0;
+        }
+        const uint64_t tick = p->w_last != 0 ? now - p->w_last : kTickUs;
+        p->w_last = now;
+        if (!moved || wmode != DR_WEIGHTS_ADAPTIVE || p->w_fixed) {
+            for (int i = 0; i < n; ++i) {
+                p->links[i]->est.tick_bytes = 0;
+                p->links[i]->est.tick_busy_us = 0;
+            }
+            continue;
+        }
+        dr_wlink_t est[DR_MAX_PLANES];
+        gather(p, n, est);
+        const int changed = dr_weights_update(est, n, now, tick);
+        scatter(p, n, est);
+        if (changed) {
+            weights_apply(p, now);
+        }
+    }
+}
+
+/* A link went down or came back (its state already changed): re-split the peer's messages. */
+void Mr::weights_link_changed(Link *l)
+{
+    Peer *p = peers[l->peer].get();
+    const int n = (int)planes.size();
+    dr_wlink_t est[DR_MAX_PLANES];
+    gather(p, n, est);
+    if (l->state == DR_LINK_UP) {
+        dr_weights_link_readmit(&est[l->plane], est, n);
+    } else {
+        dr_weights_link_down(&est[l->plane]);
+    }
+    if (wmode != DR_WEIGHTS_ADAPTIVE || p->w_fixed) {
+        dr_weights_fixed_shares(est, n,
+                                p->w_fixed                  ? p->w_ratios
+                                : wmode == DR_WEIGHTS_FIXED ? wratios
+                                                            : nullptr);
+    } else {
+        dr_weights_reshare(est, n);
+    }
+    scatter(p, n, est);
+    l->logged_share = l->est.share;
+}
+
+/*
+ * The plane that carries the next whole small message: smooth weighted rotation (each
+ * plane's credit grows by its weight, the richest plane goes and pays the total), so
+ * planes take turns in proportion to their weights and a trickle plane gets one message
+ * in ~33 instead of every other one. Equal weights alternate, as plain rotation did.
+ */
+int Mr::small_plane(Peer *p, const uint32_t *w, int n)
+{
+    int64_t total = 0;
+    int pick = -1;
+    for (int i = 0; i < n; ++i) {
+        if (w[i] == 0) {
+            continue;
+        }
+        p->wrr[i] += w[i];
+        total += w[i];
+        if (pick < 0 || p->wrr[i] > p->wrr[pick]) {
+            pick = i;
+        }
+    }
+    if (pick < 0) {
+        return 0;
+    }
+    p->wrr[pick] -= total;
+    return pick;
+}
+
+} // namespace mr
+} // namespace dualrail
+
+using namespace dualrail::mr;
+
+extern "C" dr_status_t dr_mr_link_weight(const dr_mr_t *mr, uint32_t peer, int plane, double *share,
+                                         double *rate)
+{
+    if (mr == nullptr || plane < 0 || plane >= (int)mr->planes.size() || peer >= mr->peers.size() ||
+        !mr->peers[peer]) {
+        return DR_ERR_INVALID;
+    }
+    const Link *l = mr->peers[peer]->links[plane].get();
+    if (share != nullptr) {
+        *share = l->state == DR_LINK_UP ? l->est.share : 0;
+    }
+    if (rate != nullptr) {
+        *rate = l->est.rate;
+    }
+    return DR_OK;
+}
