@@ -131,6 +131,15 @@ struct Seg {
     uint32_t attempt;
 };
 
+/*
+ * A receive's arrival times per plane, for the delivery spans its acknowledgement carries
+ * (mr_weights.cc): from the plane's first segment of the message to its last.
+ */
+struct RecvTiming {
+    uint64_t first[DR_MAX_PLANES] = {}; /* 0: nothing arrived on the plane */
+    uint64_t last[DR_MAX_PLANES] = {};
+};
+
 struct Req {
     uint32_t gen = 0;
     bool in_use = false;
@@ -153,6 +162,7 @@ struct Req {
     uint64_t received = 0;
     std::vector<dr_extent_t> got; /* sorted, merged received ranges */
     int last_plane = 0;
+    RecvTiming timing;
 };
 
 struct Unexpected {
@@ -164,6 +174,7 @@ struct Unexpected {
     void *data;
     bool ucx_owned;              /* release with ucp_am_data_release, else free() */
     int plane;
+    uint64_t at;                 /* arrival time: the delivery spans count from arrivals */
 };
 
 struct Done {
@@ -211,7 +222,6 @@ struct Op {
     uint32_t link_gen = 0;
     Req *req = nullptr;
     uint32_t req_gen = 0;
-    uint64_t bytes = 0;          /* data: payload bytes, credited to the link's rate when done */
 };
 
 struct Ctrl {
@@ -264,7 +274,8 @@ struct Mr {
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
                    uint64_t total);
     void ctrl_flush();
-    void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane);
+    void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
+                 uint64_t at);
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
@@ -280,6 +291,9 @@ struct Mr {
     void weights_link_changed(Link *l);
     void weights_apply(Peer *p, uint64_t now);
     int small_plane(Peer *p, const uint32_t *w, int n);
+    void timing_note(RecvTiming &t, int plane, uint64_t len, uint64_t at);
+    void ack_post(Link *l, const Req *r);
+    void weights_on_ack(Peer *p, const Req *r, const WireHdr &h);
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);

@@ -119,7 +119,6 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     op->link_gen = l->gen;
     op->req = r;
     op->req_gen = r->gen;
-    op->bytes = s.length;
     op->hdr = WireHdr{kData, (uint8_t)l->plane, kWireVersion, self, r->msg_id, 0, r->key, r->len,
                       s.offset};
     ucp_request_param_t param;
@@ -142,9 +141,6 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
         on_op_done(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(sp)) {
         on_op_done(op, UCS_PTR_STATUS(sp));
-    } else {
-        /* Waiting behind earlier segments: the plane is backlogged, its pace now shows. */
-        dr_weights_link_pending(&l->est, now_us());
     }
 }
 
@@ -165,9 +161,7 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
          * doing so); a ping leaving it proves nothing, only its pong does. */
         if (status == UCS_OK) {
             if (op->data) {
-                const uint64_t now = now_us();
-                note_progress(l, now);
-                dr_weights_link_done(&l->est, op->bytes, now, l->inflight);
+                note_progress(l, now_us());
             }
         } else if (status != UCS_ERR_CANCELED) {
             l->ep_failed = true;
@@ -276,10 +270,12 @@ static bool ranges_add(std::vector<dr_extent_t> &got, uint64_t off, uint64_t len
     return true;
 }
 
-void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane)
+void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
+                 uint64_t at)
 {
     if (!r->bound) {
         r->bound = true;
+        r->timing = RecvTiming{};
         r->msg_id = h.msg_id;
         r->total = h.total;
         if (h.total > r->len) {
@@ -304,11 +300,12 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     }
     r->received += len;
     r->last_plane = plane;
+    timing_note(r->timing, plane, len, at);
     if (r->received == r->total) {
         r->complete = true;
         p->message_done(now_us());
         done_add(p, r->key, r->msg_id);
-        ctrl_post(p->links[plane].get(), kAck, r->key, r->msg_id, 0, 0);
+        ack_post(p->links[plane].get(), r);
     }
 }
 
@@ -323,7 +320,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
         }
         WireHdr h{kData, (uint8_t)u.plane, kWireVersion, p->id, u.msg_id, 0, u.key, u.total,
                   u.offset};
-        deliver(p, r, h, u.data, u.length, u.plane);
+        deliver(p, r, h, u.data, u.length, u.plane, u.at);
         if (u.ucx_owned) {
             ucp_am_data_release(planes[u.plane]->worker, u.data);
         } else {
@@ -375,7 +372,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
             }
         }
         if (target != nullptr) {
-            deliver(p, target, h, data, len, pl->index);
+            deliver(p, target, h, data, len, pl->index, now);
             return;
         }
         for (const Unexpected &u : p->unexpected) {
@@ -384,7 +381,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
                 return;
             }
         }
-        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index};
+        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index, now};
         if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
             u.ucx_owned = true;
             *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
@@ -404,6 +401,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     case kAck:
         for (Req *r : p->sends) {
             if (r->msg_id == h.msg_id && r->key == h.key) {
+                if (!r->acked) {
+                    weights_on_ack(p, r, h);
+                }
                 r->acked = true;
                 p->message_done(now);
                 break;
@@ -569,9 +569,23 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
 extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
     int events = 0;
-    for (auto &pl : mr->planes) {
-        for (int i = 0; i < 64 && ucp_worker_progress(pl->worker) != 0; ++i) {
-            ++events;
+    /* The planes take turns (each until it has nothing more, at most 64 rounds): draining
+     * one plane first delayed the other's arrivals by a whole burst, and the delivery spans
+     * the weights are learned from (mr_weights.cc) read that as a slower plane. */
+    bool active[DR_MAX_PLANES];
+    const size_t np = mr->planes.size();
+    for (size_t k = 0; k < np; ++k) {
+        active[k] = true;
+    }
+    for (int i = 0, more = 1; i < 64 && more; ++i) {
+        more = 0;
+        for (size_t k = 0; k < np; ++k) {
+            if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
+                ++events;
+                more = 1;
+            } else {
+                active[k] = false;
+            }
         }
     }
     mr->reap_closing();

@@ -4,43 +4,44 @@
  */
 #include "dualrail/weights.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace {
 
-/* A sample needs this many completions while backlogged: one 256 KiB segment at 500 Mbit/s
- * drains in ~4 ms, so one completion's timing is quantised to +-1 segment; four keep a
- * sample within ~25 % and arrive every ~17 ms on such a plane (~170 ms at 50 Mbit/s). */
-constexpr uint32_t kSampleSegs = 4;
-/* ...and at least this much backlogged time: completions bunched inside one progress call
- * would otherwise read as an absurd rate. */
-constexpr uint64_t kSampleMinBusyUs = 2000;
-/* A link backlogged this long gives a sample whatever it completed: a plane that stops (or
- * crawls) is seen within a few of these; far below stall_timeout's detection of a dead one
- * would not matter (that is the watchdog's business, not the weights'). */
-constexpr uint64_t kSampleMaxBusyUs = 250000;
+/* A sample covers at least this much delivery time: a span is read when the receiver
+ * progresses (it also reduces and sleeps), to within a millisecond or two; 20 ms keeps that
+ * under ~10 % and still gives ~40 samples a second on a busy plane... */
+constexpr uint64_t kSampleBusyUs = 20000;
+/* ...or this many messages (whose rates a sample keeps: the median is taken of them). */
+constexpr uint32_t kSampleMsgs = 8;
+constexpr uint32_t kMaxMsgs = 16;
+static_assert(kMaxMsgs == sizeof(dr_wlink_t::msg_rate) / sizeof(double), "sample size");
 /* EWMA weights of a new sample. Down: a plane that slowed delays every message by its full
  * stripe, so half of the gap is closed per sample (~4 samples from 10x too high to within
  * 10 %). Up: speed-ups cost little while unseen and noise is symmetric, so a quarter. */
 constexpr double kAlphaDown = 0.5;
 constexpr double kAlphaUp = 0.25;
-/* Growth of a link with spare capacity per update (updates come every ~25 ms of traffic):
- * x1.25 takes a re-admitted plane (1/32) back to an equal share in ~16 updates, ~0.5 s
- * with the wait below. */
-constexpr double kGrow = 1.25;
-/* A link has spare capacity when it carried data yet was backlogged under this fraction of
- * the most backlogged other link's time... */
-constexpr double kSpareFrac = 0.25;
-/* ...and that other link was backlogged at least this fraction of the update interval (a
- * real bottleneck, not a stray wait). */
+/* Growth of a link with spare capacity and no sample (a stripe too short to time), one
+ * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler: steps of
+ * 15 % every 50 ms take a re-admitted plane (1/16) to a timed stripe (3/8 of a message) in
+ * about 0.6 s, and keep the hunting of an untimed plane around its balance within 15 %. */
+constexpr double kGrow = 1.15;
+/* A link has spare capacity when it finishes its stripes in under this fraction of the time
+ * the slowest other link takes (balanced links finish together; finishes count from the
+ * message's first arrival, which shrinks the smaller ones, so not much lower)... */
+constexpr double kSpareFrac = 0.5;
+/* ...and that other link was delivering for at least this fraction of the update interval
+ * (a real bottleneck, not a stray message). */
 constexpr double kBottleneckFrac = 0.1;
-/* ...for this many updates in a row (75 ms): with noisy planes the bottleneck moves from one
- * to the other between updates, and growing on every such flip inflated both estimates. */
-constexpr uint32_t kSpareUpdates = 3;
-/* Growth stops at this multiple of the best other rate: a link that never backlogs (its
- * traffic always absorbed) must not drift to absurd numbers. Twice the trickle ratio: by
+/* ...for this many updates in a row (50 ms), and again as many before the next step. */
+constexpr uint32_t kSpareUpdates = 2;
+/* A link lags when it finishes after this multiple of the slowest other link's time. */
+constexpr double kLagFactor = 1.15;
+/* Growth stops at this multiple of the best other rate: a link that is never sampled must
+ * not drift to absurd numbers. Twice the trickle ratio: by
  * then the other links are at their trickle anyway, so the cap never limits a real gap. */
 constexpr double kGrowCap = 2.0 * DR_WEIGHTS_TRICKLE;
 /* Applied shares change only when one moves by more than this fraction of itself: equal
@@ -49,20 +50,10 @@ constexpr double kGrowCap = 2.0 * DR_WEIGHTS_TRICKLE;
  * of that size is what the EWMA leaves). Relative, so that a trickle still follows its
  * plane. */
 constexpr double kDeadBand = 0.1;
-/* A smaller gap that persists this many updates (200 ms) is real, not noise: applied, so
- * that shares settle within ~2 % of the rates instead of sticking at the band's edge. */
-constexpr double kSettleBand = 0.02;
-constexpr uint32_t kSettleUpdates = 8;
-
-void fold(dr_wlink_t *l, uint64_t now)
-{
-    if (l->busy && now > l->mark_us) {
-        const uint64_t dt = now - l->mark_us;
-        l->acc_busy_us += dt;
-        l->tick_busy_us += dt;
-        l->mark_us = now;
-    }
-}
+/* A smaller gap that persists this many updates (0.5 s) is real, not noise: applied, so
+ * that shares settle within ~4 % of the rates instead of sticking at the band's edge. */
+constexpr double kSettleBand = 0.04;
+constexpr uint32_t kSettleUpdates = 20;
 
 /* Shares from rates: unknown (0) rates count as the best known one (they get measured
  * soon), every live rate at least the best / trickle. */
@@ -168,27 +159,22 @@ extern "C" void dr_weights_link_init(dr_wlink_t *l)
     l->up = 1;
 }
 
-extern "C" void dr_weights_link_pending(dr_wlink_t *l, uint64_t now_us)
+extern "C" void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed,
+                                          uint64_t span_us, uint64_t finish_us)
 {
-    if (!l->busy) {
-        l->busy = 1;
-        l->mark_us = now_us;
+    if (!l->up || bytes == 0) {
+        return;
     }
-}
-
-extern "C" void dr_weights_link_done(dr_wlink_t *l, uint64_t bytes, uint64_t now_us,
-                                     uint32_t pending_left)
-{
     l->tick_bytes += bytes;
-    if (!l->busy) {
-        return; /* completed at once: says nothing of the plane's pace */
+    l->tick_busy_us += finish_us;
+    if (span_us == 0 || timed == 0) {
+        return; /* carried, not timed */
     }
-    fold(l, now_us);
-    l->acc_bytes += bytes;
-    ++l->acc_segs;
-    if (pending_left == 0) {
-        l->busy = 0;
+    if (l->acc_msgs < sizeof(l->msg_rate) / sizeof(l->msg_rate[0])) {
+        l->msg_rate[l->acc_msgs] = (double)timed * 1e6 / (double)span_us;
     }
+    l->acc_busy_us += span_us;
+    ++l->acc_msgs;
 }
 
 extern "C" void dr_weights_link_down(dr_wlink_t *l)
@@ -211,7 +197,7 @@ extern "C" void dr_weights_link_readmit(dr_wlink_t *l, const dr_wlink_t *others,
     l->rate = best > 0 ? best / DR_WEIGHTS_READMIT : 0;
 }
 
-extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t now_us, uint64_t tick_us)
+extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
 {
     if (n < 1 || n > DR_MAX_PLANES) {
         return 0;
@@ -222,33 +208,37 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t now_us, uint
         if (!l->up) {
             continue;
         }
-        fold(l, now_us);
-        const bool enough = (l->acc_segs >= kSampleSegs && l->acc_busy_us >= kSampleMinBusyUs) ||
-                            l->acc_busy_us >= kSampleMaxBusyUs;
+        const bool enough =
+            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs);
         if (!enough) {
             continue;
         }
-        double s = (double)l->acc_bytes * 1e6 / (double)l->acc_busy_us;
-        if (s < 1) {
-            s = 1; /* stopped: known to be (almost) nothing, not unknown */
-        }
+        const uint32_t m = std::min<uint32_t>(l->acc_msgs, kMaxMsgs);
+        std::sort(l->msg_rate, l->msg_rate + m);
+        const double s =
+            m % 2 ? l->msg_rate[m / 2] : (l->msg_rate[m / 2 - 1] + l->msg_rate[m / 2]) / 2;
         if (l->rate <= 0) {
             l->rate = s;
         } else {
-            l->rate += (s < l->rate ? kAlphaDown : kAlphaUp) * (s - l->rate);
+            /* The first samples after (re-)admission replace the cautious start quickly. */
+            const double up = l->samples < 4 ? kAlphaDown : kAlphaUp;
+            l->rate += (s < l->rate ? kAlphaDown : up) * (s - l->rate);
         }
         ++l->samples;
         sampled[i] = 1;
         l->spare = 0;
-        l->acc_bytes = l->acc_busy_us = 0;
-        l->acc_segs = 0;
+        l->acc_busy_us = 0;
+        l->acc_msgs = 0;
     }
-    /* Spare capacity: data carried, hardly ever backlogged, while another link was. */
+    /* Spare capacity: data delivered in a fraction of the time another link took. */
     for (int i = 0; i < n; ++i) {
         dr_wlink_t *l = &links[i];
-        if (!l->up || sampled[i] || l->tick_bytes == 0) {
-            l->spare = 0;
+        if (!l->up || sampled[i]) {
+            l->spare = l->lag = 0;
             continue;
+        }
+        if (l->tick_bytes == 0) {
+            continue; /* nothing finished this time (a slow plane's message spans updates) */
         }
         uint64_t other_busy = 0;
         double other_best = 0;
@@ -262,12 +252,29 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t now_us, uint
                 }
             }
         }
+        /* The straggler: a link that is not sampled (its stripes stay short) and finishes
+         * well after the others is over-weighted; shrunk the way growth goes up. */
+        if (l->rate > 0 && other_busy != 0 &&
+            (double)l->tick_busy_us > kLagFactor * (double)other_busy) {
+            l->spare = 0;
+            if (++l->lag >= kSpareUpdates) {
+                /* By the lag itself, at most halved: a plane that became ten times slower
+                 * takes a few steps, not fifteen, each as long as its slow messages. */
+                double f = (double)other_busy / (double)l->tick_busy_us;
+                f = f < 0.5 ? 0.5 : f > 1 / kGrow ? 1 / kGrow : f;
+                l->lag = 0;
+                l->rate *= f;
+            }
+            continue;
+        }
+        l->lag = 0;
         if ((double)other_busy < kBottleneckFrac * (double)tick_us ||
             (double)l->tick_busy_us >= kSpareFrac * (double)other_busy) {
             l->spare = 0;
             continue;
         }
         if (++l->spare >= kSpareUpdates) {
+            l->spare = 0;
             /* Never measured: it counts as the best other one (shares_from_rates), so
              * it grows from there. */
             const double base = l->rate > 0 ? l->rate : other_best;

@@ -4,24 +4,20 @@
  * (no allocation, no lock, no clock of their own: the caller passes the
  * time), so that the estimator is unit-tested with synthetic time and bytes.
  *
- * What is measured. A send segment handed to UCX either completes at once
- * (the bytes went into the plane's socket or NIC queue) or waits behind the
- * ones already queued there: then the plane is *backlogged*, and its
- * completions come at the pace the plane drains, i.e. its delivered rate.
- * Only backlogged time counts: a plane that is idle because the message gave
- * it little work would otherwise look slow. Per link:
+ * What is measured. The receiver of a message notes, per plane, when the
+ * plane's last segment arrived, counted from the message's first arrival on
+ * any plane, and returns these spans in its acknowledgement. Every stripe of
+ * a message is queued at once, so a plane is busy delivering its stripe for
+ * its whole span: bytes / span is what the plane delivers, as the wire paces
+ * it (send completions would not do: the sockets absorb a stripe at once,
+ * and between the ring's messages they drain). Per link:
  *
- *   sample   bytes completed while backlogged / backlogged time, taken once
- *            enough has accumulated (kSampleSegs completions, or a long busy
- *            time: a plane that stops completing decays towards zero)
- *   rate     EWMA of the samples; a slowdown is followed faster than a
- *            speed-up (a slow plane delays the whole message, a fast one
- *            only wastes a little)
- *   growth   a plane that carried data without ever backlogging while another
- *            plane of the same peer was backlogged has spare capacity that a
- *            sample cannot show (its bytes were absorbed at once): its rate is
- *            raised by a bounded factor per update until it backlogs and is
- *            measured again
+ *   sample   the median of the messages' bytes / span, over messages until
+ *            enough time is covered (a receiver that was descheduled reads some
+ *            arrivals as closer than they were: the median ignores those)
+ *   growth   a plane that finished its stripes in a fraction of the others'
+ *            time without a sample (tiny stripes, dominated by latency) has
+ *            spare capacity: its rate is raised by a bounded factor per step
  *   share    rate / sum of the live planes' rates, so that every plane finishes
  *            its stripe at the same time: a far slower plane keeps a trickle (its
  *            own small proportion, so it stays measured, never holds the message
@@ -52,7 +48,7 @@ extern "C" {
 #define DR_WEIGHTS_TRICKLE 256
 /* A re-admitted plane restarts at 1/DR_WEIGHTS_READMIT of the best plane's rate: cautious
  * (a plane that just came back may fail again), yet few growth steps from an equal share. */
-#define DR_WEIGHTS_READMIT 32
+#define DR_WEIGHTS_READMIT 16
 /* Integer weights handed to dr_stripe_split: shares scaled to this sum. */
 #define DR_WEIGHTS_SCALE 65536u
 
@@ -77,28 +73,27 @@ typedef struct dr_wlink {
     double rate;           /* delivered bytes/s; 0: not measured yet */
     double share;          /* applied share of each message, 0..1 (0: down) */
     int up;                /* the link is in service */
-    int busy;              /* backlogged now */
-    uint64_t mark_us;      /* start of the current backlogged stretch, or its last credit */
-    uint64_t acc_bytes;    /* since the last sample: bytes completed while backlogged */
-    uint64_t acc_busy_us;  /*   backlogged time */
-    uint32_t acc_segs;     /*   completions while backlogged */
-    uint64_t tick_bytes;   /* since the last update: every byte completed */
-    uint64_t tick_busy_us; /*   backlogged time */
+    uint64_t acc_busy_us;  /* since the last sample: the time messages took (spans) */
+    uint32_t acc_msgs;     /*   messages (their rates in msg_rate, the first 16) */
+    uint64_t tick_bytes;   /* since the last update: bytes delivered */
+    uint64_t tick_busy_us; /*   finishes (time from each message's start to its last byte) */
+    double msg_rate[16];   /* this sample's per-message rates (timed bytes / span) */
     uint32_t samples;      /* samples taken since (re-)admission */
     uint32_t spare;        /* updates in a row with spare capacity (see growth) */
+    uint32_t lag;          /* updates in a row it finished well after the others */
     uint32_t drift;        /* updates in a row its share was off by a little (see dead band) */
 } dr_wlink_t;
 
 void dr_weights_link_init(dr_wlink_t *l);
 
-/* A segment handed to the link is waiting (not completed at once): the link backlogs. */
-void dr_weights_link_pending(dr_wlink_t *l, uint64_t now_us);
-
 /*
- * A segment of `bytes` completed on the link; pending_left: segments of the
- * link still waiting after this one (0 ends the backlogged stretch).
+ * The link delivered `timed` bytes of a message in span_us, as its receiver saw
+ * them arrive back to back (span_us 0: none could be timed), and finished its
+ * stripe of `bytes` finish_us after the message started (growth's spare-capacity
+ * test compares the links' finishes).
  */
-void dr_weights_link_done(dr_wlink_t *l, uint64_t bytes, uint64_t now_us, uint32_t pending_left);
+void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed, uint64_t span_us,
+                               uint64_t finish_us);
 
 /* The link went down: it carries nothing and its measurements stop. */
 void dr_weights_link_down(dr_wlink_t *l);
@@ -111,12 +106,11 @@ void dr_weights_link_down(dr_wlink_t *l);
 void dr_weights_link_readmit(dr_wlink_t *l, const dr_wlink_t *others, int n);
 
 /*
- * Update the n links of one peer at now_us, tick_us after the previous update:
- * fold the running backlogged stretches in, take samples, grow unmeasured
- * links with spare capacity, recompute shares. Returns 1 when the applied
+ * Update the n links of one peer, tick_us after the previous update: take
+ * samples, grow unmeasured links with spare capacity, recompute shares. Returns 1 when the applied
  * shares changed (the caller re-derives integer weights), else 0.
  */
-int dr_weights_update(dr_wlink_t *links, int n, uint64_t now_us, uint64_t tick_us);
+int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us);
 
 /* Shares recomputed from the current rates at once (no sample, no dead band): for a link
  * that went down or came back. */
