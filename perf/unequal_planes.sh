@@ -66,23 +66,14 @@ export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drunequal} DUALRAIL_BUILD_DIR=
 lab=$root/contrib/lab.sh
 # shellcheck source=contrib/lib/schedule.sh
 . "$root/contrib/lib/schedule.sh" # stamp, sleep_until
+# shellcheck source=contrib/lib/rate.sh
+. "$root/contrib/lib/rate.sh" # plane_rate
 work=$(mktemp -d /tmp/dualrail-unequal-XXXXXX)
 trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 nodes=4
 "$lab" up --nodes "$nodes" --rate 500mbit >/dev/null
 
-# set_rate PLANE(a|b) RATE: the cap of every node's plane, both directions, in place (the
-# tbf that lab.sh put there: same burst rule, 4 ms worth and at least 64 KiB).
-set_rate() {
-  local p=$1 rate=$2 dev peer bits burst i
-  dev=eth${p^^} peer=${p^^}
-  bits=$(awk -v r="$rate" 'BEGIN { sub(/mbit$/, "", r); printf "%.0f", r * 1e6 }')
-  burst=$(awk -v b="$bits" 'BEGIN { x = b / 8 * 0.004; if (x < 65536) x = 65536; printf "%.0f", x }')
-  for ((i = 0; i < nodes; i++)); do
-    tc -n "$DUALRAIL_LAB_PREFIX-n$i" qdisc change dev "$dev" root tbf rate "$rate" burst "$burst" latency 25ms
-    tc -n "$DUALRAIL_LAB_PREFIX-sw" qdisc change dev "n$i$peer" root tbf rate "$rate" burst "$burst" latency 25ms
-  done
-}
+set_rate() { plane_rate "$DUALRAIL_LAB_PREFIX" "$nodes" "$@"; }
 
 # run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in the background
 run() {
