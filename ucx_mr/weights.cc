@@ -12,23 +12,34 @@
 namespace {
 
 /* A sample covers at least this much delivery time: a span is read when the receiver
- * progresses (it also reduces and sleeps), to within a millisecond or two; 20 ms keeps that
- * under ~10 % and still gives ~40 samples a second on a busy plane... */
-constexpr uint64_t kSampleBusyUs = 20000;
-/* ...or this many messages (whose rates a sample keeps: the median is taken of them). */
-constexpr uint32_t kSampleMsgs = 8;
+ * progresses, and on a busy machine (the lab runs four ranks and the shaping on two cores)
+ * single spans come out anywhere from half to twice the truth; 60 ms holds ten or more
+ * messages on a fast plane, whose median is steady, and still gives ~15 samples a second...
+ */
+constexpr uint64_t kSampleBusyUs = 60000;
+/* ...or this many messages (whose rates a sample keeps: the median is taken of them)... */
+constexpr uint32_t kSampleMsgs = 16;
+/* ...or whatever came in this long: a fast plane beside a crawling one sees a message a
+ * second, and must still be measured. */
+constexpr uint64_t kSampleAgeUs = 250000;
 constexpr uint32_t kMaxMsgs = 16;
 static_assert(kMaxMsgs == sizeof(dr_wlink_t::msg_rate) / sizeof(double), "sample size");
 /* EWMA weights of a new sample. Down: a plane that slowed delays every message by its full
- * stripe, so half of the gap is closed per sample (~4 samples from 10x too high to within
- * 10 %). Up: speed-ups cost little while unseen and noise is symmetric, so a quarter. */
-constexpr double kAlphaDown = 0.5;
+ * stripe, so a third of the gap is closed per sample (~6 samples, under half a second, from
+ * 10x too high to within 10 %). Up: speed-ups cost little while unseen, so a quarter. */
+constexpr double kAlphaDown = 0.35;
 constexpr double kAlphaUp = 0.25;
+/* The first samples after (re-)admission replace the cautious start quickly. */
+constexpr double kAlphaFirst = 0.5;
+constexpr uint32_t kFirstSamples = 4;
 /* Growth of a link with spare capacity and no sample (a stripe too short to time), one
- * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler: steps of
- * 15 % every 50 ms take a re-admitted plane (1/16) to a timed stripe (3/8 of a message) in
- * about 0.6 s, and keep the hunting of an untimed plane around its balance within 15 %. */
+ * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler (by its lag,
+ * at least this much, at most half): 15 % every 50 ms keeps the hunting of an untimed plane
+ * around its balance within 15 % and still moves it 4x in half a second. */
 constexpr double kGrow = 1.15;
+/* A link not sampled since its (re-)admission grows faster: the cautious start is a floor
+ * to climb from, not a measurement (1/16 to a timed stripe in ~6 steps, 0.3 s). */
+constexpr double kGrowFirst = 1.5;
 /* A link has spare capacity when it finishes its stripes in under this fraction of the time
  * the slowest other link takes (balanced links finish together; finishes count from the
  * message's first arrival, which shrinks the smaller ones, so not much lower)... */
@@ -41,15 +52,13 @@ constexpr uint32_t kSpareUpdates = 2;
 /* A link lags when it finishes after this multiple of the slowest other link's time. */
 constexpr double kLagFactor = 1.15;
 /* Growth stops at this multiple of the best other rate: a link that is never sampled must
- * not drift to absurd numbers. Twice the trickle ratio: by
- * then the other links are at their trickle anyway, so the cap never limits a real gap. */
+ * not drift to absurd numbers. Twice the trickle ratio: by then the other links are at
+ * their trickle anyway, so the cap never limits a real gap. */
 constexpr double kGrowCap = 2.0 * DR_WEIGHTS_TRICKLE;
-/* Applied shares change only when one moves by more than this fraction of itself: equal
- * planes measure within a few per cent of each other, and re-striping on that noise would
- * cost more than it gains (0.5 -> 0.45 costs at most ~10 % on the slower plane, and noise
- * of that size is what the EWMA leaves). Relative, so that a trickle still follows its
- * plane. */
-constexpr double kDeadBand = 0.1;
+/* Applied shares change only when one moves by more than this fraction of itself: re-striping
+ * on the noise the EWMA leaves costs more than it gains (equal planes swung between 0.3 and
+ * 0.7 in the lab with 10 %). Relative, so that a trickle still follows its plane. */
+constexpr double kDeadBand = 0.15;
 /* A smaller gap that persists this many updates (0.5 s) is real, not noise: applied, so
  * that shares settle within ~4 % of the rates instead of sticking at the band's edge. */
 constexpr double kSettleBand = 0.04;
@@ -170,6 +179,7 @@ extern "C" void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_
     if (span_us == 0 || timed == 0) {
         return; /* carried, not timed */
     }
+    l->tick_timed += timed;
     if (l->acc_msgs < sizeof(l->msg_rate) / sizeof(l->msg_rate[0])) {
         l->msg_rate[l->acc_msgs] = (double)timed * 1e6 / (double)span_us;
     }
@@ -208,8 +218,12 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         if (!l->up) {
             continue;
         }
+        if (l->acc_msgs != 0) {
+            l->acc_age_us += tick_us;
+        }
         const bool enough =
-            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs);
+            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs ||
+                                 l->acc_age_us >= kSampleAgeUs);
         if (!enough) {
             continue;
         }
@@ -220,21 +234,20 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         if (l->rate <= 0) {
             l->rate = s;
         } else {
-            /* The first samples after (re-)admission replace the cautious start quickly. */
-            const double up = l->samples < 4 ? kAlphaDown : kAlphaUp;
+            const double up = l->samples < kFirstSamples ? kAlphaFirst : kAlphaUp;
             l->rate += (s < l->rate ? kAlphaDown : up) * (s - l->rate);
         }
         ++l->samples;
         sampled[i] = 1;
         l->spare = 0;
-        l->acc_busy_us = 0;
+        l->acc_busy_us = l->acc_age_us = 0;
         l->acc_msgs = 0;
     }
     /* Spare capacity: data delivered in a fraction of the time another link took. */
     for (int i = 0; i < n; ++i) {
         dr_wlink_t *l = &links[i];
-        if (!l->up || sampled[i]) {
-            l->spare = l->lag = 0;
+        if (!l->up || sampled[i] || l->tick_timed != 0) {
+            l->spare = l->lag = 0; /* measured, or about to be: samples decide */
             continue;
         }
         if (l->tick_bytes == 0) {
@@ -281,7 +294,7 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
             if (base <= 0) {
                 continue;
             }
-            double r = base * kGrow;
+            double r = base * (l->samples == 0 ? kGrowFirst : kGrow);
             if (other_best > 0 && r > kGrowCap * other_best) {
                 r = kGrowCap * other_best;
             }
@@ -291,7 +304,7 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         }
     }
     for (int i = 0; i < n; ++i) {
-        links[i].tick_bytes = links[i].tick_busy_us = 0;
+        links[i].tick_bytes = links[i].tick_busy_us = links[i].tick_timed = 0;
     }
     double rates[DR_MAX_PLANES], shares[DR_MAX_PLANES];
     int up[DR_MAX_PLANES];

@@ -4,20 +4,23 @@
  * (no allocation, no lock, no clock of their own: the caller passes the
  * time), so that the estimator is unit-tested with synthetic time and bytes.
  *
- * What is measured. The receiver of a message notes, per plane, when the
- * plane's last segment arrived, counted from the message's first arrival on
- * any plane, and returns these spans in its acknowledgement. Every stripe of
- * a message is queued at once, so a plane is busy delivering its stripe for
- * its whole span: bytes / span is what the plane delivers, as the wire paces
- * it (send completions would not do: the sockets absorb a stripe at once,
- * and between the ring's messages they drain). Per link:
+ * What is measured. The receiver of a message notes each plane's first and
+ * last arrival and returns, in its acknowledgement, per plane the span from
+ * its first segment to its last and its finish (from the message's first
+ * arrival on any plane). Every stripe is queued at once and a plane delivers
+ * it in order, so after the first segment the rest arrive back to back, paced
+ * by the plane: bytes after the first / span is what the plane delivers (send
+ * completions would not do: the sockets absorb a stripe at once, and between
+ * the ring's messages they drain). Per link:
  *
- *   sample   the median of the messages' bytes / span, over messages until
- *            enough time is covered (a receiver that was descheduled reads some
- *            arrivals as closer than they were: the median ignores those)
- *   growth   a plane that finished its stripes in a fraction of the others'
- *            time without a sample (tiny stripes, dominated by latency) has
- *            spare capacity: its rate is raised by a bounded factor per step
+ *   sample   the median of the messages' rates over at least 60 ms of spans,
+ *            16 messages or 250 ms (a receiver that was descheduled reads some
+ *            arrivals as closer than they were: the median ignores those),
+ *            folded into an EWMA, a slowdown faster than a speed-up
+ *   growth   a plane whose stripes are too short to time, finishing in half
+ *            the others' time, has spare capacity: raised 15 % per step
+ *   lag      such a plane finishing well after the others is over-weighted:
+ *            lowered by its lag per step
  *   share    rate / sum of the live planes' rates, so that every plane finishes
  *            its stripe at the same time: a far slower plane keeps a trickle (its
  *            own small proportion, so it stays measured, never holds the message
@@ -75,7 +78,9 @@ typedef struct dr_wlink {
     int up;                /* the link is in service */
     uint64_t acc_busy_us;  /* since the last sample: the time messages took (spans) */
     uint32_t acc_msgs;     /*   messages (their rates in msg_rate, the first 16) */
+    uint64_t acc_age_us;   /*   update time since the first of them */
     uint64_t tick_bytes;   /* since the last update: bytes delivered */
+    uint64_t tick_timed;   /*   of those, timed (a sample is on its way) */
     uint64_t tick_busy_us; /*   finishes (time from each message's start to its last byte) */
     double msg_rate[16];   /* this sample's per-message rates (timed bytes / span) */
     uint32_t samples;      /* samples taken since (re-)admission */
