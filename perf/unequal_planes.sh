@@ -200,6 +200,9 @@ p("")
 p("weight lines of the degrade run (s since the loop start):")
 for t, w in weights("degrade"):
     p("  %7.3f  %s" % (t - t0, w))
+downs = [line.split(" ", 1)[1].strip() for line in open("%s/degrade.log" % work) if " down: " in line]
+p("")
+p("planes declared down in the degrade run: %d%s" % (len(downs), (" (first: %s)" % downs[0]) if downs else ""))
 p("")
 p("medians (bus bandwidth MB/s, calls after the first %d):" % WARM)
 for name, what in (("equal-even", "both 500, weights equal (the split before)"),

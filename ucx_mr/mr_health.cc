@@ -55,6 +55,27 @@ void Mr::note_progress(Link *l, uint64_t now)
 }
 
 /*
+ * An acknowledgement proves that every segment of the message arrived, those on other
+ * planes too: each plane that carried some is alive. A plane cut to a tenth of its rate
+ * with a socket full at the old rate completes no send for a while (the kernel wakes a
+ * writer only once a third of a large buffer has drained) and answers pings only behind
+ * that backlog, yet delivers; its messages' acks (on any plane) keep it from being taken
+ * for a black hole, which delivers nothing and so is acked nothing.
+ */
+void Mr::ack_progress(Peer *p, const Req *r, uint64_t now)
+{
+    bool carried[DR_MAX_PLANES] = {};
+    for (const Seg &s : r->segs) {
+        carried[s.plane] = true;
+    }
+    for (size_t i = 0; i < planes.size(); ++i) {
+        if (carried[i]) {
+            note_progress(p->links[i].get(), now);
+        }
+    }
+}
+
+/*
  * Two sides that lost a link at the same moment would probe it at the same moment too,
  * each creating a fresh UCX endpoint to the other; UCX 1.13 pairs or refuses such
  * crossing connections unreliably, and both probes can go unanswered on a healthy plane

@@ -297,6 +297,7 @@ struct Mr {
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);
+    void ack_progress(Peer *p, const Req *r, uint64_t now);
     void declare_down(Link *l, const std::string &why);
     void readmit(Link *l);
     uint64_t probe_delay(const Link *l) const;

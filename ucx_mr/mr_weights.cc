@@ -2,7 +2,7 @@
  * ucx_mr striping weights: the per (peer, plane) estimator of weights.h wired
  * to the links, the split of whole small messages, the log line, the getter.
  *
- *   deliver (receiver)  each plane's last arrival of a message (timing_note)
+ *   deliver (receiver)  each plane's first and last arrival of a message (timing_note)
  *   kAck                carries each plane's delivery span and finish (ack_post),
  *                       aux = kAckSpans (fields a kAck did not use: an older
  *                       peer sends 0 there and is not measured); planes 0-3

@@ -402,6 +402,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         for (Req *r : p->sends) {
             if (r->msg_id == h.msg_id && r->key == h.key) {
                 if (!r->acked) {
+                    ack_progress(p, r, now);
                     weights_on_ack(p, r, h);
                 }
                 r->acked = true;

