@@ -53,6 +53,7 @@ typedef struct mca_coll_dualrail_component_t {
     char *planes;
     char *planes_exclude;
     char *transports;
+    char *weights;                /* "adaptive", "equal" or ratios "2:1" (ucx_mr's weights) */
     int allreduce_algorithm;      /* DR_ALGO_* */
     int bcast_enable;             /* per-collective switches: 0 leaves it to the next module */
     int barrier_enable;
@@ -78,6 +79,8 @@ typedef struct mca_coll_dualrail_component_t {
     int state;
     dr_mr_t *mr;
     int world_rank;
+    int world_size;               /* kept: MPI_COMM_WORLD is gone when the table is printed */
+    char weights_used[64];        /* coll_dualrail_weights as set up (MCA storage is gone by then) */
     char reason[512];             /* why this process cannot run dualrail, if it cannot */
     char signature[256];          /* discovered planes' identities ("" for an explicit list) */
 } mca_coll_dualrail_component_t;

@@ -99,6 +99,13 @@ static int dualrail_register(void)
     reg("transports", "UCX_TLS for every plane's UCX context (network transports only)",
         MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_5, &cm->transports);
 
+    cm->weights = "adaptive";
+    reg("weights", "How each message is split over the planes toward a peer: adaptive (per "
+        "peer and plane, in proportion to what each plane delivers, learned continuously; a "
+        "far slower plane keeps a trickle), equal, or fixed ratios, one positive integer per "
+        "plane (\"2:1\"). A bad value disables coll/dualrail on every rank with the reason",
+        MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_4, &cm->weights);
+
     mca_base_var_enum_t *algorithms = NULL;
     mca_base_var_enum_create("coll_dualrail_allreduce_algorithms", algorithm_values, &algorithms);
     cm->allreduce_algorithm = DR_ALGO_AUTO;

@@ -152,6 +152,7 @@ static void mr_init(void)
     dr_mr_config_t cfg;
     dr_mr_config_default(&cfg);
     cm->world_rank = ompi_comm_rank(&ompi_mpi_comm_world.comm);
+    cm->world_size = ompi_comm_size(&ompi_mpi_comm_world.comm);
     snprintf(name, sizeof(name), "rank %d", cm->world_rank);
     static char discovered[1024];
     cm->signature[0] = '\0';
@@ -166,6 +167,9 @@ static void mr_init(void)
         cfg.planes = cm->planes;
     }
     cfg.transports = cm->transports;
+    cfg.weights = cm->weights;
+    snprintf(cm->weights_used, sizeof(cm->weights_used), "%s",
+             cm->weights && *cm->weights ? cm->weights : "adaptive");
     cfg.segment_size = cm->wire_segment_size;
     cfg.window = cm->window;
     cfg.stall_timeout = cm->stall_timeout;

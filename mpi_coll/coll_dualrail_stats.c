@@ -1,7 +1,8 @@
 /*
  * coll/dualrail observability: ucx_mr's per-plane counters as MPI_T
- * performance variables (one value per plane), and a summary table printed
- * at MPI_Finalize when coll_dualrail_stats is set.
+ * performance variables (one value per plane), the striping weights (share of
+ * each message per peer and plane) as MPI_T percentages, and a summary table
+ * printed at MPI_Finalize when coll_dualrail_stats is set.
  */
 #include "coll_dualrail.h"
 
@@ -71,8 +72,83 @@ static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event
     return OMPI_SUCCESS;
 }
 
+/* Peers are world ranks (ucx_mr ids); the weights toward this process itself are 0. */
+static int npeers(void)
+{
+    return mca_coll_dualrail_component.mr != NULL ? mca_coll_dualrail_component.world_size : 0;
+}
+
+static double link_share(int peer, int plane)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    double share = 0;
+    if (peer == cm->world_rank ||
+        dr_mr_link_weight(cm->mr, (uint32_t)peer, plane, &share, NULL) != DR_OK) {
+        return 0;
+    }
+    return share;
+}
+
+/* coll_dualrail_link_weight: npeers x nplanes values, [peer * nplanes + plane]. */
+static int weight_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void)pvar;
+    (void)obj;
+    double *out = value;
+    for (int q = 0; q < npeers(); ++q) {
+        for (int p = 0; p < nplanes(); ++p) {
+            out[q * nplanes() + p] = link_share(q, p);
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
+static int weight_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
+                         int *count)
+{
+    (void)pvar;
+    (void)obj;
+    if (event == MCA_BASE_PVAR_HANDLE_BIND) {
+        *count = npeers() * nplanes();
+    }
+    return OMPI_SUCCESS;
+}
+
+/* coll_dualrail_plane_weight_min: per plane, its smallest share toward any other rank (a
+ * plane that is slow to one node shows here; coll_dualrail_link_weight says which). */
+static int weight_min_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void)pvar;
+    (void)obj;
+    double *out = value;
+    for (int p = 0; p < nplanes(); ++p) {
+        out[p] = 1.0;
+        for (int q = 0; q < npeers(); ++q) {
+            if (q != mca_coll_dualrail_component.world_rank && link_share(q, p) < out[p]) {
+                out[p] = link_share(q, p);
+            }
+        }
+    }
+    return OMPI_SUCCESS;
+}
+
 void mca_coll_dualrail_stats_register(void)
 {
+    (void)mca_base_component_pvar_register(
+        &mca_coll_dualrail_component.super.collm_version, "link_weight",
+        "Share of each message (0..1) each plane carries toward each rank of MPI_COMM_WORLD: "
+        "world size x planes values, [rank * planes + plane]; 0 toward this rank itself and "
+        "on a plane that is down (coll_dualrail_weights decides how they are set)",
+        OPAL_INFO_LVL_4, MPI_T_PVAR_CLASS_PERCENTAGE, MCA_BASE_VAR_TYPE_DOUBLE, NULL,
+        MPI_T_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        weight_get, NULL, weight_notify, NULL);
+    (void)mca_base_component_pvar_register(
+        &mca_coll_dualrail_component.super.collm_version, "plane_weight_min",
+        "Smallest share of each message (0..1) each plane carries toward any other rank (one "
+        "value per plane)",
+        OPAL_INFO_LVL_4, MPI_T_PVAR_CLASS_PERCENTAGE, MCA_BASE_VAR_TYPE_DOUBLE, NULL,
+        MPI_T_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        weight_min_get, NULL, pvar_notify, NULL);
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); ++i) {
         (void)mca_base_component_pvar_register(
             &mca_coll_dualrail_component.super.collm_version, counters[i].name, counters[i].help,
@@ -88,7 +164,7 @@ void mca_coll_dualrail_stats_print(void)
     if (cm->mr == NULL) {
         return;
     }
-    char table[4096];
+    char table[16384];
     int n = snprintf(table, sizeof(table),
                      "coll/dualrail rank %d: plane statistics\n"
                      "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
@@ -108,6 +184,27 @@ void mca_coll_dualrail_stats_print(void)
                       s.rx_bytes / 1048576.0, (unsigned long long)s.tx_segments,
                       (unsigned long long)s.errors, (unsigned long long)s.reroutes,
                       (unsigned long long)s.readmissions, detect);
+    }
+    /* The weights: one line per other rank, its planes' shares and learned rates. */
+    if (n < (int)sizeof(table)) {
+        n += snprintf(table + n, sizeof(table) - (size_t)n,
+                      "  weights (%s): share of each message per peer and plane, learned rate\n"
+                      "  peer  plane device     share  rate MB/s\n",
+                      cm->weights_used);
+    }
+    for (int q = 0; q < npeers() && n < (int)sizeof(table); ++q) {
+        for (int p = 0; q != cm->world_rank && p < nplanes() && n < (int)sizeof(table); ++p) {
+            double share = 0, rate = 0;
+            if (dr_mr_link_weight(cm->mr, (uint32_t)q, p, &share, &rate) != DR_OK) {
+                break;
+            }
+            char r[32] = "-";
+            if (rate > 0) {
+                snprintf(r, sizeof(r), "%.1f", rate / 1e6);
+            }
+            n += snprintf(table + n, sizeof(table) - (size_t)n, "  %-5d %-5d %-8s %7.3f %10s\n", q,
+                          p, dr_mr_plane_device(cm->mr, p), share, r);
+        }
     }
     opal_output(cm->output, "%s", table);
 }

@@ -26,7 +26,10 @@
  *                (round-robin tournament: n-1 rounds for n nodes). A link
  *                slower than the plane's median by more than --bw-tolerance
  *                is reported; when all of a node's links on a rail are slow
- *                in one direction the node's port is named.
+ *                in one direction the node's port is named. With one rail per
+ *                plane, the links that ucx_mr's adaptive weights would stripe
+ *                unevenly for these rates are listed with their shares (the
+ *                estimator's own arithmetic, dr_weights_shares_for_rates).
  *
  * Output: one section per check, then every finding on a line of its own
  * ("finding: ..."). Exit status: 0 clean, 1 findings, 2 usage or setup error.
@@ -68,6 +71,7 @@
 #include <vector>
 
 #include "dualrail/planes.h"
+#include "dualrail/weights.h"
 #include "dualrail/topo.h"
 #include "dualrail/ucx_mr.h"
 
@@ -1436,6 +1440,42 @@ void check_bandwidth(Env &e, const std::vector<std::vector<uint8_t>> &reach)
                                             e.names[j].c_str(), rate_text(at(i, j)).c_str()));
                     }
                 }
+            }
+        }
+    }
+    /* What ucx_mr's adaptive weights (coll_dualrail_weights adaptive) settle at for the
+     * rates measured: the same estimator arithmetic, per directed link, shown where one
+     * plane would carry under three quarters of an even share; it names the same slow
+     * links as the findings above, and what striping does about them. */
+    if (L == e.nplanes && L >= 2 && L <= DR_MAX_PLANES) {
+        for (int i = 0; i < n; ++i) {
+            for (int j = 0; j < n; ++j) {
+                double rates[DR_MAX_PLANES], shares[DR_MAX_PLANES];
+                bool all = i != j;
+                for (int l = 0; all && l < L; ++l) {
+                    rates[l] = bw[l][(size_t)i * n + j];
+                    all = rates[l] > 0;
+                }
+                if (!all) {
+                    continue;
+                }
+                dr_weights_shares_for_rates(rates, L, shares);
+                int lo = 0;
+                for (int l = 1; l < L; ++l) {
+                    lo = shares[l] < shares[lo] ? l : lo;
+                }
+                if (shares[lo] >= 0.75 / L) {
+                    continue;
+                }
+                std::string s = strf("adaptive weights %s -> %s: %s %.2f of each message",
+                                     e.names[i].c_str(), e.names[j].c_str(),
+                                     plane_text(e, lo).c_str(), shares[lo]);
+                for (int l = 0; l < L; ++l) {
+                    if (l != lo) {
+                        s += strf(", %s %.2f", plane_text(e, l).c_str(), shares[l]);
+                    }
+                }
+                info.push_back(s);
             }
         }
     }

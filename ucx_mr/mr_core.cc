@@ -95,6 +95,7 @@ Peer *Mr::peer_get(uint32_t id, bool create)
         l->state = DR_LINK_UP;
         p->links[i] = std::move(l);
     }
+    weights_init(p.get());
     peers[id] = std::move(p);
     return peers[id].get();
 }
@@ -587,6 +588,7 @@ extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
     cfg->verbose = 0;
     cfg->name = "mr";
     cfg->copy_max = 16 * 1024;
+    cfg->weights = "adaptive";
 }
 
 extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out,
@@ -614,6 +616,12 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
     if (st != DR_OK) {
         return st;
     }
+    dr_weights_mode_t wmode;
+    uint32_t wratios[DR_MAX_PLANES] = {};
+    st = dr_weights_parse(cfg->weights, list.nplanes, &wmode, wratios, err, errlen);
+    if (st != DR_OK) {
+        return st;
+    }
     dr_mr *mr = new (std::nothrow) dr_mr();
     if (mr == nullptr) {
         set_err(err, errlen, "out of memory");
@@ -629,6 +637,10 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
         mr->cfg.planes = mr->planes_text.c_str();
         mr->cfg.transports = mr->transports.c_str();
         mr->cfg.name = mr->name.c_str();
+        mr->weights_text = cfg->weights ? cfg->weights : "adaptive";
+        mr->cfg.weights = mr->weights_text.c_str();
+        mr->wmode = wmode;
+        memcpy(mr->wratios, wratios, sizeof(wratios));
         mr->self = self;
         mr->list = list;
         mr->stall_us = (uint64_t)(cfg->stall_timeout * 1e6);
@@ -817,8 +829,23 @@ extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint3
     if (sum == 0) {
         return DR_ERR_INVALID;
     }
-    Peer *p = mr->peer_get(peer, true);
+    Peer *p;
+    try {
+        p = mr->peer_get(peer, true);
+    } catch (const std::bad_alloc &) {
+        return DR_ERR_NO_MEMORY;
+    }
+    /* Fixed for this peer from now on: the estimator leaves it alone; a plane going down
+     * or coming back re-divides these ratios over the live planes. */
+    p->w_fixed = true;
+    dr_wlink_t est[DR_MAX_PLANES];
     for (int i = 0; i < n; ++i) {
+        p->w_ratios[i] = weights[i];
+        est[i] = p->links[i]->est;
+    }
+    dr_weights_fixed_shares(est, n, weights);
+    for (int i = 0; i < n; ++i) {
+        p->links[i]->est.share = est[i].share;
         p->links[i]->weight = weights[i];
     }
     return DR_OK;

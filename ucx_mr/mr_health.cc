@@ -55,6 +55,27 @@ void Mr::note_progress(Link *l, uint64_t now)
 }
 
 /*
+ * An acknowledgement proves that every segment of the message arrived, those on other
+ * planes too: each plane that carried some is alive. A plane cut to a tenth of its rate
+ * with a socket full at the old rate completes no send for a while (the kernel wakes a
+ * writer only once a third of a large buffer has drained) and answers pings only behind
+ * that backlog, yet delivers; its messages' acks (on any plane) keep it from being taken
+ * for a black hole, which delivers nothing and so is acked nothing.
+ */
+void Mr::ack_progress(Peer *p, const Req *r, uint64_t now)
+{
+    bool carried[DR_MAX_PLANES] = {};
+    for (const Seg &s : r->segs) {
+        carried[s.plane] = true;
+    }
+    for (size_t i = 0; i < planes.size(); ++i) {
+        if (carried[i]) {
+            note_progress(p->links[i].get(), now);
+        }
+    }
+}
+
+/*
  * Two sides that lost a link at the same moment would probe it at the same moment too,
  * each creating a fresh UCX endpoint to the other; UCX 1.13 pairs or refuses such
  * crossing connections unreliably, and both probes can go unanswered on a healthy plane
@@ -118,6 +139,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     l->ping_out = l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
+    weights_link_changed(l);
     ep_close(l, true);
     const int left = live_planes(p);
     log(p->gone ? DR_LOG_INFO : DR_LOG_WARN,
@@ -195,6 +217,7 @@ void Mr::readmit(Link *l)
     l->readmitted_at = now;
     l->inflight = 0;
     l->reason.clear();
+    weights_link_changed(l); /* back at the trickle: it earns its share again */
     ++planes[l->plane]->stats.readmissions;
     log(DR_LOG_WARN, "peer %u (%s) plane %d (%s) re-admitted after %.2f s down", p->id,
         p->host.empty() ? "?" : p->host.c_str(), l->plane, planes[l->plane]->device.c_str(),

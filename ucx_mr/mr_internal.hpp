@@ -21,6 +21,7 @@
 
 #include "dualrail/stripe.h"
 #include "dualrail/ucx_mr.h"
+#include "dualrail/weights.h"
 
 namespace dualrail {
 namespace mr {
@@ -112,7 +113,10 @@ struct Link {
     bool used = false;
     dr_link_state_t state = DR_LINK_UP;
     uint32_t gen = 0;            /* bumps at every down and re-admission: stale completions are ignored */
-    uint32_t weight = 1;
+    uint32_t weight = 1;         /* what dr_stripe_split gets: est.share scaled (mr_weights.cc) */
+    dr_wlink_t est{};            /* delivered-rate estimator and applied share */
+    double logged_share = 0;     /* share at the last "delivering" log line */
+    uint64_t logged_at = 0;
     uint32_t inflight = 0;       /* data segments handed to UCX, not yet locally complete */
     SegQueue queue;
     /* liveness */
@@ -137,6 +141,15 @@ struct Seg {
     uint64_t length;
     int plane;
     uint32_t attempt;
+};
+
+/*
+ * A receive's arrival times per plane, for the delivery spans its acknowledgement carries
+ * (mr_weights.cc): from the plane's first segment of the message to its last.
+ */
+struct RecvTiming {
+    uint64_t first[DR_MAX_PLANES] = {}; /* 0: nothing arrived on the plane */
+    uint64_t last[DR_MAX_PLANES] = {};
 };
 
 struct Req {
@@ -164,6 +177,7 @@ struct Req {
     uint64_t received = 0;
     std::vector<dr_extent_t> got; /* sorted, merged received ranges */
     int last_plane = 0;
+    RecvTiming timing;
 };
 
 struct Unexpected {
@@ -175,6 +189,7 @@ struct Unexpected {
     void *data;
     bool ucx_owned;              /* release with ucp_am_data_release, else free() */
     int plane;
+    uint64_t at;                 /* arrival time: the delivery spans count from arrivals */
 };
 
 struct Done {
@@ -212,6 +227,9 @@ struct Peer {
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
+    bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
+    uint32_t w_ratios[DR_MAX_PLANES] = {};
+    uint64_t w_last = 0;              /* last weight update */
     uint64_t busy_since = 0;
     uint64_t last_done = 0;  /* a send acknowledged or a receive completed */
     bool dumped = false;     /* state dump written for the current stall */
@@ -271,6 +289,10 @@ struct Mr {
     uint64_t last_watchdog = 0;
     uint64_t stall_us = 0, probe_us = 0, peer_timeout_us = 0;
     uint64_t readmit_min_us = 0, readmit_max_us = 0, flap_us = 0;
+    std::string weights_text;
+    dr_weights_mode_t wmode = DR_WEIGHTS_ADAPTIVE;
+    uint32_t wratios[DR_MAX_PLANES] = {};
+    uint64_t w_last_tick = 0;
 
     /* mr_core.cc */
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -296,10 +318,11 @@ struct Mr {
                    uint64_t total);
     void ctrl_flush();
     void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
-                 bool acked = false);
-    void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane);
+                 uint64_t at, bool acked = false);
+    void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
+             const Req *r = nullptr);
     void ack_flush(bool all, uint64_t now);
-    void on_ack(Peer *p, uint32_t msg_id, uint64_t now);
+    void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h);
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
@@ -311,8 +334,18 @@ struct Mr {
     void recycle(Req *r);
     void drain_copies(uint64_t limit_us);
 
+    /* mr_weights.cc */
+    void weights_init(Peer *p);
+    void weights_tick(uint64_t now);
+    void weights_link_changed(Link *l);
+    void weights_apply(Peer *p, uint64_t now);
+    void timing_note(RecvTiming &t, int plane, uint64_t len, uint64_t at);
+    void ack_post(Link *l, const Req *r);
+    void weights_on_ack(Peer *p, const Req *r, const WireHdr &h);
+
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);
+    void ack_progress(Peer *p, const Req *r, uint64_t now);
     void declare_down(Link *l, const std::string &why);
     void readmit(Link *l);
     uint64_t probe_delay(const Link *l) const;

@@ -44,6 +44,8 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
         w[i] = p->links[i]->state == DR_LINK_UP ? p->links[i]->weight : 0;
     }
     dr_extent_t ext[DR_MAX_PLANES];
+    /* A whole small message keeps to one plane (small_plane: the cold planes need no
+     * polling, and it never queues behind a slow plane's stripes). */
     const int first = r->len <= cfg.min_stripe ? small_plane(p) : (int)(p->rr++ % n);
     int used = dr_stripe_split(r->len, w, n, kStripeAlign, cfg.min_stripe, first, ext);
     if (used < 0) {
@@ -309,12 +311,17 @@ static bool ranges_add(std::vector<dr_extent_t> &got, uint64_t off, uint64_t len
     return true;
 }
 
-void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane)
+void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane, const Req *r)
 {
     /* Only the messages a sender copies (dr_mr_isend) may wait: a longer send completes
-     * for its caller when this arrives. */
+     * for its caller when this arrives, and carries the delivery spans the sender's
+     * weights learn from (ack_post, mr_weights.cc). */
     if (total == 0 || total > cfg.copy_max) {
-        ctrl_post(p->links[plane].get(), kAck, key, msg_id, 0, 0);
+        if (r != nullptr) {
+            ack_post(p->links[plane].get(), r);
+        } else {
+            ctrl_post(p->links[plane].get(), kAck, key, msg_id, 0, 0);
+        }
         return;
     }
     if (p->owed_count == kOwedMax) {
@@ -346,11 +353,17 @@ void Mr::ack_flush(bool all, uint64_t now)
     }
 }
 
-void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now)
+void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h)
 {
     /* msg_id alone names the message: it is unique per direction (never 0). */
     for (Req *r : p->sends) {
         if (r->msg_id == msg_id) {
+            if (!r->acked) {
+                ack_progress(p, r, now);
+                if (h != nullptr) {
+                    weights_on_ack(p, r, *h);
+                }
+            }
             r->acked = true;
             p->message_done(now);
             return;
@@ -359,10 +372,11 @@ void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now)
 }
 
 void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
-                 bool acked)
+                 uint64_t at, bool acked)
 {
     if (!r->bound) {
         r->bound = true;
+        r->timing = RecvTiming{};
         r->msg_id = h.msg_id;
         r->total = h.total;
         if (h.total > r->len) {
@@ -387,12 +401,13 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     }
     r->received += len;
     r->last_plane = plane;
+    timing_note(r->timing, plane, len, at);
     if (r->received == r->total) {
         r->complete = true;
         p->message_done(clock);
         done_add(p, r->key, r->msg_id);
         if (!acked) {
-            ack(p, r->key, r->msg_id, r->total, plane);
+            ack(p, r->key, r->msg_id, r->total, plane, r);
         }
     }
 }
@@ -409,7 +424,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
         WireHdr h{kData, (uint8_t)u.plane, kWireVersion, p->id, u.msg_id, 0, u.key, u.total,
                   u.offset};
         /* A message that arrived whole was acknowledged then (on_am). */
-        deliver(p, r, h, u.data, u.length, u.plane, u.offset == 0 && u.length == u.total);
+        deliver(p, r, h, u.data, u.length, u.plane, u.at, u.offset == 0 && u.length == u.total);
         if (u.ucx_owned) {
             ucp_am_data_release(planes[u.plane]->worker, u.data);
         } else {
@@ -443,7 +458,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         pl->stats.rx_bytes += len;
         ++pl->stats.rx_segments;
         if (h.aux != 0) {
-            on_ack(p, h.aux, now);
+            on_ack(p, h.aux, now, nullptr);
         }
         /* A msg_id newer than any seen from the peer cannot be in the done ring: the common
          * case (a new message) skips the scan of the ring. */
@@ -471,7 +486,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
             }
         }
         if (target != nullptr) {
-            deliver(p, target, h, data, len, pl->index);
+            deliver(p, target, h, data, len, pl->index, now);
             return;
         }
         /* A message that arrives whole (one segment) is acknowledged now, posted receive or
@@ -488,7 +503,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
                 return;
             }
         }
-        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index};
+        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index, now};
         if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
             u.ucx_owned = true;
             *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
@@ -509,7 +524,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         return;
     }
     case kAck:
-        on_ack(p, h.msg_id, now);
+        on_ack(p, h.msg_id, now, &h);
         return;
     case kPing:
         ctrl_post(l, kPong, 0, 0, h.aux, h.total);
@@ -742,13 +757,27 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
     int events = 0;
     mr->clock = now_us();
+    /* The polled planes take turns (each until it has nothing more, at most 64 rounds):
+     * draining one plane first delayed the other's arrivals by a whole burst, and the
+     * delivery spans the weights are learned from (mr_weights.cc) read that as a slower
+     * plane. A cold plane (nothing of ours in UCX, nothing sent or seen for kHotUs) is
+     * polled every kColdPollEvery calls only. */
     const bool all = ++mr->polls % kColdPollEvery == 0;
-    for (auto &pl : mr->planes) {
-        if (!all && pl->ops_out == 0 && mr->clock - pl->active_at > kHotUs) {
-            continue; /* cold: nothing of ours in UCX, nothing sent or seen lately */
-        }
-        for (int i = 0; i < 64 && ucp_worker_progress(pl->worker) != 0; ++i) {
-            ++events;
+    bool active[DR_MAX_PLANES];
+    const size_t np = mr->planes.size();
+    for (size_t k = 0; k < np; ++k) {
+        const Plane *pl = mr->planes[k].get();
+        active[k] = all || pl->ops_out != 0 || mr->clock - pl->active_at <= kHotUs;
+    }
+    for (int i = 0, more = 1; i < 64 && more; ++i) {
+        more = 0;
+        for (size_t k = 0; k < np; ++k) {
+            if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
+                ++events;
+                more = 1;
+            } else {
+                active[k] = false;
+            }
         }
     }
     mr->reap_closing();
@@ -762,6 +791,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->last_watchdog = now;
         mr->watchdog(now);
         mr->ctrl_flush();
+        mr->weights_tick(now);
     }
     for (size_t pi = 0; pi < mr->peers.size(); ++pi) {
         Peer *p = mr->peers[pi].get();

@@ -61,6 +61,11 @@ typedef struct dr_mr_config {
     uint64_t copy_max;         /* sends up to this size are copied and complete at once (16 KiB;
                                 * lowered to min_stripe and segment_size if above them; 0: every
                                 * send waits for its acknowledgement) */
+    /* How messages are split over a peer's live planes (see dualrail/weights.h):
+     * "adaptive" (default): per (peer, plane) in proportion to what each plane delivers,
+     * a far slower plane keeping a trickle; "equal"; or fixed ratios, one per plane
+     * ("2:1"). Anything else fails dr_mr_create with a reason naming the value. */
+    const char *weights;
 } dr_mr_config_t;
 
 /* Fill cfg with defaults (planes = NULL). */
@@ -151,8 +156,21 @@ void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req);
 /* Why the last failed request failed: names the peer and every plane's state. */
 const char *dr_mr_last_error(const dr_mr_t *mr);
 
-/* Per-plane weights toward one peer (all planes; 0 keeps a plane idle). */
+/*
+ * Fixed per-plane weights toward one peer (all planes; 0 keeps a plane idle): that
+ * peer's split follows these ratios over its live planes from now on, whatever the
+ * weights mode.
+ */
 dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint32_t *weights, int n);
+
+/*
+ * The current split toward a peer: *share (may be NULL) gets the fraction of each
+ * message that plane carries (0..1, 0 when the link is down; the live planes' shares
+ * sum to 1), *rate (may be NULL) the delivered rate the estimator learned in bytes/s
+ * (0 until measured; adaptive mode only). DR_ERR_INVALID for an unknown peer or plane.
+ */
+dr_status_t dr_mr_link_weight(const dr_mr_t *mr, uint32_t peer, int plane, double *share,
+                              double *rate);
 
 typedef enum dr_link_state {
     DR_LINK_UP = 0,     /* in service */

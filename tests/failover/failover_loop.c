@@ -25,6 +25,7 @@
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
  *                 [--coll allreduce|bcast|allgather]
+ *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
  *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
@@ -46,6 +47,10 @@
  *                   promises that they run (on the previous module) or fail,
  *                   never hang. Each rank prints one line per call
  *   --timeline      rank 0 prints one line per iteration (epoch time, duration)
+ *   --weights       every rank prints, after each call, the share of each
+ *                   message each plane carries toward the next rank (the
+ *                   ring's downstream neighbour), read through MPI_T
+ *                   (coll_dualrail_link_weight)
  *   --device        the loop's buffers are "device" memory of the host stand-in
  *                   for a GPU (mpi_coll/gpu/dr_gpu.h; run with
  *                   coll_dualrail_gpu_standin 1): failover on the component's
@@ -54,6 +59,7 @@
  * Output (rank 0 unless noted), for the driver:
  *   failover_loop: start EPOCH ...                    when the loop starts
  *   failover_loop: rank R: MPI error ...              each rank that got one
+ *   failover_loop: weights rank R call K EPOCH S0 S1  with --weights, each rank
  *   failover_loop: rank R: WRONG RESULT ...           each rank that saw one
  *   failover_loop: memory rank R: ...                 with --mem-after
  *   failover_loop: ... iterations ..., every result exact
@@ -278,6 +284,52 @@ static int parse_sizes(const char *s, size_t *sizes, int *n)
     return *n > 0 ? 0 : -1;
 }
 
+/* The striping weights through MPI_T: coll_dualrail_link_weight holds world size x planes
+ * shares, [rank * planes + plane]. */
+typedef struct weights {
+    int ok;
+    MPI_T_pvar_session session;
+    MPI_T_pvar_handle handle;
+    int count;
+    double v[256];
+} weights_t;
+
+static void weights_open(weights_t *w)
+{
+    int provided, num, idx = -1;
+    memset(w, 0, sizeof(*w));
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MPI_T_pvar_get_num(&num);
+    for (int i = 0; i < num && idx < 0; ++i) {
+        char name[256], desc[256];
+        int nlen = sizeof(name), dlen = sizeof(desc), verb, cls, bind, ro, cont, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        MPI_T_pvar_get_info(i, name, &nlen, &verb, &cls, &dt, &en, desc, &dlen, &bind, &ro, &cont,
+                            &atomic);
+        if (strcmp(name, "coll_dualrail_link_weight") == 0 && dt == MPI_DOUBLE) {
+            idx = i;
+        }
+    }
+    if (idx >= 0 && MPI_T_pvar_session_create(&w->session) == MPI_SUCCESS &&
+        MPI_T_pvar_handle_alloc(w->session, idx, NULL, &w->handle, &w->count) == MPI_SUCCESS &&
+        w->count >= 2 * nranks && w->count <= 256) {
+        w->ok = 1;
+    } else {
+        printf("failover_loop: rank %d: no MPI_T variable coll_dualrail_link_weight\n", rank);
+    }
+}
+
+static void weights_print(weights_t *w, unsigned k, double at)
+{
+    if (!w->ok || MPI_T_pvar_read(w->session, w->handle, w->v) != MPI_SUCCESS) {
+        return;
+    }
+    const int planes = w->count / nranks, next = (rank + 1) % nranks;
+    printf("failover_loop: weights rank %d call %u %.6f %.3f %.3f\n", rank, k, at,
+           w->v[next * planes], w->v[next * planes + 1]);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -289,7 +341,7 @@ int main(int argc, char **argv)
     double seconds = 10, mem_after = 1, mem_trace = 0;
     int after_error = 0;
     long max_iters = 1000000;
-    int errors_return = 0, timeline = 0;
+    int errors_return = 0, timeline = 0, weights = 0;
     const char *size_name = "small";
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -341,6 +393,8 @@ int main(int argc, char **argv)
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
+        } else if (strcmp(a, "--weights") == 0) {
+            weights = 1;
         } else if (strcmp(a, "--device") == 0) {
             dev_mem = dr_mem_standin();
         } else {
@@ -373,6 +427,10 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
     }
     const int tri = nranks * (nranks - 1) / 2;
+    weights_t w;
+    if (weights) {
+        weights_open(&w);
+    }
 
     if (coll != COLL_ALLREDUCE && (dev_mem != NULL || errors_return)) {
         usage(); /* device buffers and the cut modes: the allreduce loop only */
@@ -494,6 +552,9 @@ int main(int argc, char **argv)
                 my_status = ST_WRONG;
             }
         }
+        if (weights) {
+            weights_print(&w, k, c1);
+        }
         if (timeline && rank == 0) {
             printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
         }
@@ -612,6 +673,14 @@ int main(int argc, char **argv)
     }
     printf("failover_loop: rank %d exits %d\n", rank, code);
     fflush(stdout);
+    if (weights) {
+        /* Before MPI_Finalize: stock Open MPI 4.1.4 crashes in MPI_T_finalize after it. */
+        if (w.ok) {
+            MPI_T_pvar_handle_free(w.session, &w.handle);
+            MPI_T_pvar_session_free(&w.session);
+        }
+        MPI_T_finalize();
+    }
     MPI_Finalize();
     return code;
 }

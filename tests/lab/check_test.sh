@@ -92,6 +92,11 @@ expect "slow transmit: node and plane named, asymmetric" slow_tx \
     "^finding: node2 plane 1 \(ethB\): transmit slow on all 3 links .*receive normal .*asymmetric"
 expect_not "slow transmit: no other node blamed" slow_tx "^finding: node[013]"
 expect_not "slow transmit: plane 0 clean" slow_tx "^finding: .*plane 0"
+# The adaptive weights for the measured rates name the same node and plane, and only it.
+expect "slow transmit: weights put node2's plane 1 at a small share" slow_tx \
+    "^  adaptive weights node2 -> node[013]: plane 1 \(ethB\) 0\.[01][0-9] of each message"
+expect_not "slow transmit: weights leave the other links even" slow_tx \
+    "^  adaptive weights node[013] -> "
 lab fault 2 b heal # puts the lab's own cap back
 
 # ------------------------------------------------------------ both directions slow
@@ -102,6 +107,10 @@ expect_rc "node3 ethA capped both ways" 1
 expect "slow both ways: node and plane named" slow_both \
     "^finding: node3 plane 0 \(ethA\): slow both ways on all 3 links"
 expect_not "slow both ways: plane 1 clean" slow_both "^finding: .*plane 1"
+expect "slow both ways: weights put node3's plane 0 at a small share" slow_both \
+    "^  adaptive weights node3 -> node[012]: plane 0 \(ethA\) 0\.[01][0-9] of each message"
+expect "slow both ways: and towards node3 too" slow_both \
+    "^  adaptive weights node[012] -> node3: plane 0 \(ethA\) 0\.[01][0-9] of each message"
 lab fault 3 a heal
 
 # ------------------------------------------------------------ a link down

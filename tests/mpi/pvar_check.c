@@ -1,7 +1,10 @@
 /*
  * coll/dualrail's per-plane counters through MPI_T: after a 4 MiB allreduce
  * every plane must show sent bytes, and the counters must agree with the
- * plane count. Prints "N passed, N failed" (rank 0); exit 1 on failure.
+ * plane count. The striping weights too: coll_dualrail_link_weight holds
+ * world size x 2 shares (0 toward this rank, each other rank's planes
+ * summing to 1), coll_dualrail_plane_weight_min one share per plane.
+ * Prints "N passed, N failed" (rank 0); exit 1 on failure.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -19,7 +22,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; ++i) buf[i] = 1.0;
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 
-    int num, found = -1;
+    int num, found = -1, f_link = -1, f_min = -1, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_T_pvar_get_num(&num);
     for (int i = 0; i < num; ++i) {
         char name[256], desc[512];
@@ -30,6 +34,10 @@ int main(int argc, char **argv)
                             &atomic);
         if (strcmp(name, "coll_dualrail_plane_tx_bytes") == 0) {
             found = i;
+        } else if (strcmp(name, "coll_dualrail_link_weight") == 0 && dt == MPI_DOUBLE) {
+            f_link = i;
+        } else if (strcmp(name, "coll_dualrail_plane_weight_min") == 0 && dt == MPI_DOUBLE) {
+            f_min = i;
         }
     }
     if (found < 0) {
@@ -54,6 +62,38 @@ int main(int argc, char **argv)
         ok ? ++passed : ++failed;
         if (!ok) printf("FAILED: rank %d: expected bytes on two planes\n", rank);
         MPI_T_pvar_handle_free(session, &handle);
+        MPI_T_pvar_session_free(&session);
+    }
+    if (f_link < 0 || f_min < 0) {
+        ++failed;
+        if (rank == 0) printf("FAILED: no MPI_T variables coll_dualrail_link_weight / plane_weight_min (doubles)\n");
+    } else {
+        MPI_T_pvar_session session;
+        MPI_T_pvar_handle hl, hm;
+        int cl = 0, cmn = 0;
+        MPI_T_pvar_session_create(&session);
+        MPI_T_pvar_handle_alloc(session, f_link, NULL, &hl, &cl);
+        MPI_T_pvar_handle_alloc(session, f_min, NULL, &hm, &cmn);
+        double w[64] = {0}, wm[8] = {0};
+        int ok = cl == 2 * size && cl <= 64 && cmn == 2;
+        if (ok) {
+            MPI_T_pvar_read(session, hl, w);
+            MPI_T_pvar_read(session, hm, wm);
+            for (int q = 0; q < size; ++q) {
+                const double sum = w[2 * q] + w[2 * q + 1];
+                if (q == rank ? sum != 0 : (sum < 0.99 || sum > 1.01 || w[2 * q] <= 0 || w[2 * q + 1] <= 0)) {
+                    ok = 0;
+                }
+            }
+            ok = ok && wm[0] > 0 && wm[0] <= 1 && wm[1] > 0 && wm[1] <= 1;
+        }
+        printf("rank %d: coll_dualrail_link_weight has %d value(s), toward rank %d: %.3f %.3f; "
+               "plane_weight_min %.3f %.3f\n", rank, cl, (rank + 1) % size,
+               w[2 * ((rank + 1) % size)], w[2 * ((rank + 1) % size) + 1], wm[0], wm[1]);
+        ok ? ++passed : ++failed;
+        if (!ok) printf("FAILED: rank %d: weights are not shares of two planes per peer\n", rank);
+        MPI_T_pvar_handle_free(session, &hl);
+        MPI_T_pvar_handle_free(session, &hm);
         MPI_T_pvar_session_free(&session);
     }
     int f = failed, all_failed;

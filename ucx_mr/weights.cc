@@ -1,0 +1,395 @@
+/*
+ * Striping weight estimator. See include/dualrail/weights.h for what is
+ * measured and why; the constants below say why each has its value.
+ */
+#include "dualrail/weights.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+/* A sample covers at least this much delivery time: a span is read when the receiver
+ * progresses, and on a busy machine (the lab runs four ranks and the shaping on two cores)
+ * single spans come out anywhere from half to twice the truth; 60 ms holds ten or more
+ * messages on a fast plane, whose median is steady, and still gives ~15 samples a second...
+ */
+constexpr uint64_t kSampleBusyUs = 60000;
+/* ...or this many messages (whose rates a sample keeps: the median is taken of them)... */
+constexpr uint32_t kSampleMsgs = 16;
+/* ...or whatever came in this long: a fast plane beside a crawling one sees a message a
+ * second, and must still be measured. */
+constexpr uint64_t kSampleAgeUs = 250000;
+constexpr uint32_t kMaxMsgs = 16;
+static_assert(kMaxMsgs == sizeof(dr_wlink_t::msg_rate) / sizeof(double), "sample size");
+/* EWMA weights of a new sample. Down: a plane that slowed delays every message by its full
+ * stripe, so a third of the gap is closed per sample (~6 samples, under half a second, from
+ * 10x too high to within 10 %). Up: speed-ups cost little while unseen, so a quarter. */
+constexpr double kAlphaDown = 0.35;
+constexpr double kAlphaUp = 0.25;
+/* The first samples after (re-)admission replace the cautious start quickly. */
+constexpr double kAlphaFirst = 0.5;
+constexpr uint32_t kFirstSamples = 4;
+/* Growth of a link with spare capacity and no sample (a stripe too short to time), one
+ * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler (by its lag,
+ * at least this much, at most half): 15 % every 50 ms keeps the hunting of an untimed plane
+ * around its balance within 15 % and still moves it 4x in half a second. */
+constexpr double kGrow = 1.15;
+/* A link not sampled since its (re-)admission grows faster: the cautious start is a floor
+ * to climb from, not a measurement (1/16 to a timed stripe in ~6 steps, 0.3 s). */
+constexpr double kGrowFirst = 1.5;
+/* A link has spare capacity when it finishes its stripes in under this fraction of the time
+ * the slowest other link takes (balanced links finish together; finishes count from the
+ * message's first arrival, which shrinks the smaller ones, so not much lower)... */
+constexpr double kSpareFrac = 0.5;
+/* ...and that other link was delivering for at least this fraction of the update interval
+ * (a real bottleneck, not a stray message). */
+constexpr double kBottleneckFrac = 0.1;
+/* ...for this many updates in a row (50 ms), and again as many before the next step. */
+constexpr uint32_t kSpareUpdates = 2;
+/* A link lags when it finishes after this multiple of the slowest other link's time. */
+constexpr double kLagFactor = 1.15;
+/* Growth stops at this multiple of the best other rate: a link that is never sampled must
+ * not drift to absurd numbers. Twice the trickle ratio: by then the other links are at
+ * their trickle anyway, so the cap never limits a real gap. */
+constexpr double kGrowCap = 2.0 * DR_WEIGHTS_TRICKLE;
+/* Applied shares change only when one moves by more than this fraction of itself: re-striping
+ * on the noise the EWMA leaves costs more than it gains (equal planes swung between 0.3 and
+ * 0.7 in the lab with 10 %). Relative, so that a trickle still follows its plane. */
+constexpr double kDeadBand = 0.15;
+/* A smaller gap that persists this many updates (0.5 s) is real, not noise: applied, so
+ * that shares settle within ~4 % of the rates instead of sticking at the band's edge. */
+constexpr double kSettleBand = 0.04;
+constexpr uint32_t kSettleUpdates = 20;
+
+/* Shares from rates: unknown (0) rates count as the best known one (they get measured
+ * soon), every live rate at least the best / trickle. */
+void shares_from_rates(const double *rates, const int *up, int n, double *shares)
+{
+    double best = 0;
+    int live = 0;
+    for (int i = 0; i < n; ++i) {
+        if (up[i]) {
+            ++live;
+            if (rates[i] > best) {
+                best = rates[i];
+            }
+        }
+    }
+    double r[DR_MAX_PLANES];
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+        r[i] = 0;
+        if (!up[i]) {
+            continue;
+        }
+        if (best <= 0) {
+            r[i] = 1; /* nothing measured: equal */
+        } else {
+            r[i] = rates[i] > 0 ? rates[i] : best;
+            if (r[i] < best / DR_WEIGHTS_TRICKLE) {
+                r[i] = best / DR_WEIGHTS_TRICKLE;
+            }
+        }
+        sum += r[i];
+    }
+    for (int i = 0; i < n; ++i) {
+        shares[i] = live != 0 && sum > 0 ? r[i] / sum : 0;
+    }
+}
+
+} // namespace
+
+extern "C" dr_status_t dr_weights_parse(const char *text, int nplanes, dr_weights_mode_t *mode,
+                                        uint32_t *ratios, char *err, size_t errlen)
+{
+    auto fail = [&](const char *why) {
+        if (err != nullptr && errlen != 0) {
+            snprintf(err, errlen, "invalid weights '%s': %s", text ? text : "(null)", why);
+        }
+        return DR_ERR_INVALID;
+    };
+    if (mode == nullptr || nplanes < 1 || nplanes > DR_MAX_PLANES) {
+        return fail("bad arguments");
+    }
+    if (text == nullptr || text[0] == '\0' || strcmp(text, "adaptive") == 0) {
+        *mode = DR_WEIGHTS_ADAPTIVE;
+        return DR_OK;
+    }
+    if (strcmp(text, "equal") == 0) {
+        *mode = DR_WEIGHTS_EQUAL;
+        return DR_OK;
+    }
+    uint32_t v[DR_MAX_PLANES];
+    int k = 0;
+    const char *s = text;
+    for (;;) {
+        if (*s < '0' || *s > '9') {
+            return fail("expected adaptive, equal, or one positive integer ratio per plane "
+                        "separated by ':' (e.g. 2:1)");
+        }
+        char *end = nullptr;
+        unsigned long x = strtoul(s, &end, 10);
+        if (x == 0 || x > 1000000) {
+            return fail("each ratio must be between 1 and 1000000");
+        }
+        if (k == nplanes) {
+            break; /* too many: reported below */
+        }
+        v[k++] = (uint32_t)x;
+        s = end;
+        if (*s == '\0') {
+            break;
+        }
+        if (*s != ':') {
+            return fail("expected adaptive, equal, or one positive integer ratio per plane "
+                        "separated by ':' (e.g. 2:1)");
+        }
+        ++s;
+    }
+    if (k != nplanes || *s != '\0') {
+        char why[96];
+        snprintf(why, sizeof(why), "%s ratios for %d plane(s)",
+                 k < nplanes ? "too few" : "too many", nplanes);
+        return fail(why);
+    }
+    *mode = DR_WEIGHTS_FIXED;
+    if (ratios != nullptr) {
+        memcpy(ratios, v, sizeof(uint32_t) * (size_t)k);
+    }
+    return DR_OK;
+}
+
+extern "C" void dr_weights_link_init(dr_wlink_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->up = 1;
+}
+
+extern "C" void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed,
+                                          uint64_t span_us, uint64_t finish_us)
+{
+    if (!l->up || bytes == 0) {
+        return;
+    }
+    l->tick_bytes += bytes;
+    l->tick_busy_us += finish_us;
+    if (span_us == 0 || timed == 0) {
+        return; /* carried, not timed */
+    }
+    l->tick_timed += timed;
+    if (l->acc_msgs < sizeof(l->msg_rate) / sizeof(l->msg_rate[0])) {
+        l->msg_rate[l->acc_msgs] = (double)timed * 1e6 / (double)span_us;
+    }
+    l->acc_busy_us += span_us;
+    ++l->acc_msgs;
+}
+
+extern "C" void dr_weights_link_down(dr_wlink_t *l)
+{
+    const double rate = l->rate;
+    dr_weights_link_init(l);
+    l->up = 0;
+    l->rate = rate; /* kept for the record; re-admission restarts it */
+}
+
+extern "C" void dr_weights_link_readmit(dr_wlink_t *l, const dr_wlink_t *others, int n)
+{
+    double best = 0;
+    for (int i = 0; i < n; ++i) {
+        if (&others[i] != l && others[i].up && others[i].rate > best) {
+            best = others[i].rate;
+        }
+    }
+    dr_weights_link_init(l);
+    l->rate = best > 0 ? best / DR_WEIGHTS_READMIT : 0;
+}
+
+extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
+{
+    if (n < 1 || n > DR_MAX_PLANES) {
+        return 0;
+    }
+    int sampled[DR_MAX_PLANES] = {0};
+    for (int i = 0; i < n; ++i) {
+        dr_wlink_t *l = &links[i];
+        if (!l->up) {
+            continue;
+        }
+        if (l->acc_msgs != 0) {
+            l->acc_age_us += tick_us;
+        }
+        const bool enough =
+            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs ||
+                                 l->acc_age_us >= kSampleAgeUs);
+        if (!enough) {
+            continue;
+        }
+        const uint32_t m = std::min<uint32_t>(l->acc_msgs, kMaxMsgs);
+        std::sort(l->msg_rate, l->msg_rate + m);
+        const double s =
+            m % 2 ? l->msg_rate[m / 2] : (l->msg_rate[m / 2 - 1] + l->msg_rate[m / 2]) / 2;
+        if (l->rate <= 0) {
+            l->rate = s;
+        } else {
+            const double up = l->samples < kFirstSamples ? kAlphaFirst : kAlphaUp;
+            l->rate += (s < l->rate ? kAlphaDown : up) * (s - l->rate);
+        }
+        ++l->samples;
+        sampled[i] = 1;
+        l->spare = 0;
+        l->acc_busy_us = l->acc_age_us = 0;
+        l->acc_msgs = 0;
+    }
+    /* Spare capacity: data delivered in a fraction of the time another link took. */
+    for (int i = 0; i < n; ++i) {
+        dr_wlink_t *l = &links[i];
+        if (!l->up || sampled[i] || l->tick_timed != 0) {
+            l->spare = l->lag = 0; /* measured, or about to be: samples decide */
+            continue;
+        }
+        if (l->tick_bytes == 0) {
+            continue; /* nothing finished this time (a slow plane's message spans updates) */
+        }
+        uint64_t other_busy = 0;
+        double other_best = 0;
+        for (int j = 0; j < n; ++j) {
+            if (j != i && links[j].up) {
+                if (links[j].tick_busy_us > other_busy) {
+                    other_busy = links[j].tick_busy_us;
+                }
+                if (links[j].rate > other_best) {
+                    other_best = links[j].rate;
+                }
+            }
+        }
+        /* The straggler: a link that is not sampled (its stripes stay short) and finishes
+         * well after the others is over-weighted; shrunk the way growth goes up. */
+        if (l->rate > 0 && other_busy != 0 &&
+            (double)l->tick_busy_us > kLagFactor * (double)other_busy) {
+            l->spare = 0;
+            if (++l->lag >= kSpareUpdates) {
+                /* By the lag itself, at most halved: a plane that became ten times slower
+                 * takes a few steps, not fifteen, each as long as its slow messages. */
+                double f = (double)other_busy / (double)l->tick_busy_us;
+                f = f < 0.5 ? 0.5 : f > 1 / kGrow ? 1 / kGrow : f;
+                l->lag = 0;
+                l->rate *= f;
+            }
+            continue;
+        }
+        l->lag = 0;
+        if ((double)other_busy < kBottleneckFrac * (double)tick_us ||
+            (double)l->tick_busy_us >= kSpareFrac * (double)other_busy) {
+            l->spare = 0;
+            continue;
+        }
+        if (++l->spare >= kSpareUpdates) {
+            l->spare = 0;
+            /* Never measured: it counts as the best other one (shares_from_rates), so
+             * it grows from there. */
+            const double base = l->rate > 0 ? l->rate : other_best;
+            if (base <= 0) {
+                continue;
+            }
+            double r = base * (l->samples == 0 ? kGrowFirst : kGrow);
+            if (other_best > 0 && r > kGrowCap * other_best) {
+                r = kGrowCap * other_best;
+            }
+            if (r > l->rate) {
+                l->rate = r;
+            }
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        links[i].tick_bytes = links[i].tick_busy_us = links[i].tick_timed = 0;
+    }
+    double rates[DR_MAX_PLANES], shares[DR_MAX_PLANES];
+    int up[DR_MAX_PLANES];
+    for (int i = 0; i < n; ++i) {
+        rates[i] = links[i].rate;
+        up[i] = links[i].up;
+    }
+    shares_from_rates(rates, up, n, shares);
+    bool change = false;
+    for (int i = 0; i < n; ++i) {
+        const double d = shares[i] - links[i].share;
+        const double big = shares[i] > links[i].share ? shares[i] : links[i].share;
+        /* A link that came or went always re-splits. */
+        if ((links[i].share > 0) != (shares[i] > 0) || d > kDeadBand * big ||
+            d < -kDeadBand * big) {
+            change = true;
+        }
+        if (d > kSettleBand * big || d < -kSettleBand * big) {
+            if (++links[i].drift >= kSettleUpdates) {
+                change = true;
+            }
+        } else {
+            links[i].drift = 0;
+        }
+    }
+    if (!change) {
+        return 0;
+    }
+    for (int i = 0; i < n; ++i) {
+        links[i].share = shares[i];
+        links[i].drift = 0;
+    }
+    return 1;
+}
+
+extern "C" void dr_weights_reshare(dr_wlink_t *links, int n)
+{
+    if (n < 1 || n > DR_MAX_PLANES) {
+        return;
+    }
+    double rates[DR_MAX_PLANES], shares[DR_MAX_PLANES];
+    int up[DR_MAX_PLANES];
+    for (int i = 0; i < n; ++i) {
+        rates[i] = links[i].rate;
+        up[i] = links[i].up;
+    }
+    shares_from_rates(rates, up, n, shares);
+    for (int i = 0; i < n; ++i) {
+        links[i].share = shares[i];
+    }
+}
+
+extern "C" void dr_weights_fixed_shares(dr_wlink_t *links, int n, const uint32_t *ratios)
+{
+    double sum = 0;
+    for (int i = 0; i < n; ++i) {
+        if (links[i].up) {
+            sum += ratios != nullptr ? (double)ratios[i] : 1.0;
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        links[i].share = links[i].up && sum > 0 ? (ratios != nullptr ? ratios[i] : 1.0) / sum : 0;
+    }
+}
+
+extern "C" void dr_weights_to_u32(const dr_wlink_t *links, int n, uint32_t *out)
+{
+    for (int i = 0; i < n; ++i) {
+        if (!links[i].up || links[i].share <= 0) {
+            out[i] = 0;
+            continue;
+        }
+        const double w = links[i].share * DR_WEIGHTS_SCALE + 0.5;
+        out[i] = w < 1 ? 1 : (uint32_t)w;
+    }
+}
+
+extern "C" void dr_weights_shares_for_rates(const double *rates, int n, double *shares)
+{
+    if (n < 1 || n > DR_MAX_PLANES) {
+        return;
+    }
+    int up[DR_MAX_PLANES];
+    for (int i = 0; i < n; ++i) {
+        up[i] = 1;
+    }
+    shares_from_rates(rates, up, n, shares);
+}
