@@ -28,12 +28,10 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ "$(id -u)" -eq 0 ] || { echo "allreduce_compare.sh: needs root (the lab)" >&2; exit 1; }
-build=${DUALRAIL_BUILD_DIR:-build}
-[[ $build == /* ]] || build=$root/$build
+# shellcheck source=contrib/lib/perf.sh
+. "$root/contrib/lib/perf.sh" # perf_build
+perf_build allreduce_compare.sh "$root" perf/dualrail-allreduce-bench
 bench=$build/perf/dualrail-allreduce-bench
-[ -x "$bench" ] || { echo "allreduce_compare.sh: $bench missing: build first (cmake --build build)" >&2; exit 1; }
-[ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "allreduce_compare.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drperf} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 "$lab" up --nodes 4 --rate "$rate" --mtu "$mtu" >/dev/null

@@ -47,14 +47,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ $out == /* ]] || out=$PWD/$out
-[ "$(id -u)" -eq 0 ] || { echo "failover_timeline.sh: needs root (the lab)" >&2; exit 1; }
-build=${DUALRAIL_BUILD_DIR:-build}
-[[ $build == /* ]] || build=$root/$build
+# shellcheck source=contrib/lib/perf.sh
+. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot
+perf_build failover_timeline.sh "$root" perf/dualrail-failover-timeline
 bench=$build/perf/dualrail-failover-timeline
-[ -x "$bench" ] || { echo "failover_timeline.sh: $bench missing: build first (cmake --build build)" >&2; exit 1; }
-[ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "failover_timeline.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
-command -v gnuplot >/dev/null ||
-  echo "failover_timeline.sh: gnuplot not found (apt-get install gnuplot-nox): no plot" >&2
+perf_need_gnuplot failover_timeline.sh
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drtimeline} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 # shellcheck source=contrib/lib/schedule.sh

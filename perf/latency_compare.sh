@@ -51,17 +51,14 @@ done
 [[ $nodes =~ ^[0-9]+$ && $nodes -ge 2 && $nodes -le 16 ]] || { echo "latency_compare.sh: --nodes 2..16" >&2; exit 1; }
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 && $rounds -le 20 ]] || { echo "latency_compare.sh: --rounds 1..20" >&2; exit 1; }
 [[ $sizes =~ ^[0-9]+:[0-9]+$ ]] || { echo "latency_compare.sh: --sizes MIN:MAX" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || { echo "latency_compare.sh: needs root (the lab)" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "latency_compare.sh: ucx_perftest missing (apt-get install ucx-utils)" >&2; exit 1; }
-abs() { [[ $1 == /* ]] && echo "$1" || echo "$root/$1"; }
-build=$(abs "${DUALRAIL_BUILD_DIR:-build}")
-[ -x "$build/perf/dualrail-allreduce-bench" ] ||
-  { echo "latency_compare.sh: $build/perf/dualrail-allreduce-bench missing (cmake --build $build)" >&2; exit 1; }
-for b in "$build" ${baseline:+"$(abs "$baseline")"}; do
-  [ -f "$b/mpi_coll/mca_coll_dualrail.so" ] ||
-    { echo "latency_compare.sh: $b/mpi_coll/mca_coll_dualrail.so missing (cmake --build $b)" >&2; exit 1; }
-done
-[ -z "$baseline" ] || baseline=$(abs "$baseline")
+# shellcheck source=contrib/lib/perf.sh
+. "$root/contrib/lib/perf.sh" # perf_build
+if [ -n "$baseline" ]; then
+  DUALRAIL_BUILD_DIR=$baseline perf_build latency_compare.sh "$root"
+  baseline=$build
+fi
+perf_build latency_compare.sh "$root" perf/dualrail-allreduce-bench
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drlatency} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 work=$(mktemp -d /tmp/dualrail-latency-XXXXXX)

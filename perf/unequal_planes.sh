@@ -54,14 +54,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ $out == /* ]] || out=$PWD/$out
-[ "$(id -u)" -eq 0 ] || { echo "unequal_planes.sh: needs root (the lab)" >&2; exit 1; }
-build=${DUALRAIL_BUILD_DIR:-build}
-[[ $build == /* ]] || build=$root/$build
+# shellcheck source=contrib/lib/perf.sh
+. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot
+perf_build unequal_planes.sh "$root" perf/dualrail-failover-timeline
 bench=$build/perf/dualrail-failover-timeline
-[ -x "$bench" ] || { echo "unequal_planes.sh: $bench missing: build first" >&2; exit 1; }
-[ -f "$build/mpi_coll/mca_coll_dualrail.so" ] || { echo "unequal_planes.sh: $build/mpi_coll/mca_coll_dualrail.so missing" >&2; exit 1; }
-command -v gnuplot >/dev/null ||
-  echo "unequal_planes.sh: gnuplot not found (apt-get install gnuplot-nox): no plot" >&2
+perf_need_gnuplot unequal_planes.sh
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drunequal} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 # shellcheck source=contrib/lib/schedule.sh

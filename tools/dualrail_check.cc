@@ -469,6 +469,9 @@ bool setup_contexts(Env &e, int *rc)
          * re-admission: a link found down stays down for this run. */
         cfg.peer_timeout = e.o.timeout;
         cfg.readmit_min = cfg.readmit_max = 3600.0;
+        /* A reachability ping must complete only when the peer acknowledges it: a copied
+         * small send (the default) completes at once, and every link would look alive. */
+        cfg.copy_max = 0;
         char err[512] = "";
         if (dr_mr_create(&cfg, (uint32_t)e.me, &k.mr, err, sizeof(err)) != DR_OK) {
             status[l] = 1;
