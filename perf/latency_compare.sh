@@ -9,7 +9,8 @@
 #                           [--rate-iters 50000] [--baseline-build DIR] [--rate R]
 #
 # Configurations (same OSU-style benchmark binary, MPI_FLOAT / MPI_SUM):
-#   dualrail-1   coll/dualrail on plane A only
+#   dualrail-1   coll/dualrail on plane A only (its allreduce only: the benchmark's
+#                barrier and broadcast go to the previous component in every run)
 #   dualrail-2   coll/dualrail on planes A and B
 #   ob1-tcp      pml ob1, btl tcp over both plane interfaces, coll tuned
 #   ucx          pml ucx, UCX_NET_DEVICES=ethA,ethB, coll tuned
@@ -69,7 +70,10 @@ up=(up --nodes "$nodes")
 
 bench_args=(-m "$sizes")
 [ -z "$iters" ] || bench_args+=(-i "$iters")
-dr=(--mca coll_dualrail_priority 100)
+# The benchmark's barrier and stop-flag broadcast between calls stay with the previous
+# component, as in the stock and "before" runs, so that only the allreduce differs (a
+# barrier's exit skew lands in the timed call).
+dr=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0)
 names=(dualrail-1 dualrail-2 ob1-tcp ucx)
 [ -z "$baseline" ] || names+=(before)
 opts() { # the mpirun options of a configuration
