@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $out == /* ]] || out=$PWD/$out
 # shellcheck source=contrib/lib/perf.sh
-. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot
+. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot, timeline_*
 perf_build failover_timeline.sh "$root" perf/dualrail-failover-timeline
 bench=$build/perf/dualrail-failover-timeline
 perf_need_gnuplot failover_timeline.sh
@@ -58,52 +58,26 @@ lab=$root/contrib/lab.sh
 . "$root/contrib/lib/schedule.sh" # stamp, sleep_until
 work=$(mktemp -d /tmp/dualrail-timeline-XXXXXX)
 trap '"$lab" fault "$node" a heal >/dev/null 2>&1 || true; "$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-"$lab" up --nodes 4 --rate "$rate" >/dev/null
+nodes=4
+"$lab" up --nodes "$nodes" --rate "$rate" >/dev/null
 
-# run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in the background
-run() {
-  local name=$1 secs=$2
-  shift 2
-  { timeout -k 10 $((${secs%.*} + 120)) "$lab" mpirun -np 4 --map-by node \
-      --mca coll_dualrail_priority 100 "$@" "$bench" --bytes "$bytes" --seconds "$secs" 2>&1
-    echo "JOB-EXIT $?"; } | stamp >"$work/$name.log" &
-  job=$!
-}
-start_of() { # the loop's start epoch, waiting for it (bounded)
-  local t
-  for _ in $(seq 1 900); do
-    t=$(sed -n 's/^[0-9.]* # failover_timeline: start \([0-9.]*\) .*/\1/p' "$1" | head -1)
-    [ -n "$t" ] && { echo "$t"; return 0; }
-    grep -q "JOB-EXIT" "$1" && break
-    sleep 0.1
-  done
-  return 1
-}
-job_ok() { # log
-  wait "$job" || true
-  if ! grep -q "JOB-EXIT 0" "$1" || ! grep -q "every result exact" "$1"; then
-    echo "failover_timeline.sh: the job failed:" >&2
-    cut -d' ' -f2- "$1" | tail -n 30 >&2
-    exit 1
-  fi
-}
 
 if [ "$one_plane" -eq 1 ]; then
   echo "failover_timeline.sh: one-plane run (plane A only, $one_seconds s)" >&2
-  run one "$one_seconds" --mca coll_dualrail_planes ethA
-  job_ok "$work/one.log"
+  timeline_run one "$one_seconds" --mca coll_dualrail_planes ethA
+  timeline_ok failover_timeline.sh "$work/one.log"
 fi
 
 echo "failover_timeline.sh: two-plane run ($seconds s; plane A of node $node black-holed at $fault_at s, healed at $heal_at s)" >&2
-run two "$seconds" --mca coll_dualrail_planes ethA,ethB
-t0=$(start_of "$work/two.log") || { wait "$job" || true; cut -d' ' -f2- "$work/two.log" >&2; exit 1; }
+timeline_run two "$seconds" --mca coll_dualrail_planes ethA,ethB
+t0=$(timeline_start "$work/two.log") || { wait "$job" || true; cut -d' ' -f2- "$work/two.log" >&2; exit 1; }
 sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
 fault_t=$EPOCHREALTIME
 "$lab" fault "$node" a blackhole
 sleep_until "$(awk -v a="$t0" -v b="$heal_at" 'BEGIN { printf "%.6f", a + b }')"
 heal_t=$EPOCHREALTIME
 "$lab" fault "$node" a heal
-job_ok "$work/two.log"
+timeline_ok failover_timeline.sh "$work/two.log"
 
 one_log=
 [ "$one_plane" -eq 0 ] || one_log=$work/one.log

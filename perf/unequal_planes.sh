@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $out == /* ]] || out=$PWD/$out
 # shellcheck source=contrib/lib/perf.sh
-. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot
+. "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot, timeline_*
 perf_build unequal_planes.sh "$root" perf/dualrail-failover-timeline
 bench=$build/perf/dualrail-failover-timeline
 perf_need_gnuplot unequal_planes.sh
@@ -72,41 +72,13 @@ nodes=4
 
 set_rate() { plane_rate "$DUALRAIL_LAB_PREFIX" "$nodes" "$@"; }
 
-# run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in the background
-run() {
-  local name=$1 secs=$2
-  shift 2
-  { timeout -k 10 $((${secs%.*} + 120)) "$lab" mpirun -np "$nodes" --map-by node \
-      --mca coll_dualrail_priority 100 --mca coll_dualrail_stats 1 "$@" \
-      "$bench" --bytes "$bytes" --seconds "$secs" 2>&1
-    echo "JOB-EXIT $?"; } | stamp >"$work/$name.log" &
-  job=$!
-}
-start_of() { # the loop's start epoch, waiting for it (bounded)
-  local t
-  for _ in $(seq 1 900); do
-    t=$(sed -n 's/^[0-9.]* # failover_timeline: start \([0-9.]*\) .*/\1/p' "$1" | head -1)
-    [ -n "$t" ] && { echo "$t"; return 0; }
-    grep -q "JOB-EXIT" "$1" && break
-    sleep 0.1
-  done
-  return 1
-}
-job_ok() { # log
-  wait "$job" || true
-  if ! grep -q "JOB-EXIT 0" "$1" || ! grep -q "every result exact" "$1"; then
-    echo "unequal_planes.sh: the job failed:" >&2
-    cut -d' ' -f2- "$1" | tail -n 30 >&2
-    exit 1
-  fi
-}
 steady() { # NAME SECONDS RATE_B [mpirun options]
   local name=$1 secs=$2 rb=$3
   shift 3
   set_rate b "$rb"
   echo "unequal_planes.sh: $name (plane A 500mbit, plane B $rb, $secs s)" >&2
-  run "$name" "$secs" "$@"
-  job_ok "$work/$name.log"
+  timeline_run "$name" "$secs" --mca coll_dualrail_stats 1 "$@"
+  timeline_ok unequal_planes.sh "$work/$name.log"
 }
 
 steady equal-even "$seconds" 500mbit --mca coll_dualrail_planes ethA,ethB --mca coll_dualrail_weights equal
@@ -117,15 +89,15 @@ steady 500-50 "$((seconds + 2))" 50mbit --mca coll_dualrail_planes ethA,ethB
 
 set_rate b 500mbit
 echo "unequal_planes.sh: degrade ($dseconds s; plane B cut to 50mbit at $cut_at s, back to 500mbit at $restore_at s)" >&2
-run degrade "$dseconds" --mca coll_dualrail_planes ethA,ethB
-t0=$(start_of "$work/degrade.log") || { wait "$job" || true; cut -d' ' -f2- "$work/degrade.log" >&2; exit 1; }
+timeline_run degrade "$dseconds" --mca coll_dualrail_stats 1 --mca coll_dualrail_planes ethA,ethB
+t0=$(timeline_start "$work/degrade.log") || { wait "$job" || true; cut -d' ' -f2- "$work/degrade.log" >&2; exit 1; }
 sleep_until "$(awk -v a="$t0" -v b="$cut_at" 'BEGIN { printf "%.6f", a + b }')"
 cut_t=$EPOCHREALTIME
 set_rate b 50mbit
 sleep_until "$(awk -v a="$t0" -v b="$restore_at" 'BEGIN { printf "%.6f", a + b }')"
 restore_t=$EPOCHREALTIME
 set_rate b 500mbit
-job_ok "$work/degrade.log"
+timeline_ok unequal_planes.sh "$work/degrade.log"
 
 set +e
 python3 - "$work" "$t0" "$cut_t" "$restore_t" "$out" "$bytes" <<'PY'

@@ -22,3 +22,41 @@ perf_need_gnuplot() {
   command -v gnuplot >/dev/null ||
     echo "$1: gnuplot not found (apt-get install gnuplot-nox): no plot" >&2
 }
+
+# The loops of perf/failover_timeline.c (dualrail-failover-timeline) as background jobs, for
+# the scripts that change the lab under a running loop. They use the caller's lab, bench,
+# bytes, nodes and work, and stamp (contrib/lib/schedule.sh).
+
+# timeline_run NAME SECONDS [mpirun options]: the job's stamped output in $work/NAME.log, in
+# the background; its pid in job.
+timeline_run() {
+  local name=$1 secs=$2
+  shift 2
+  { timeout -k 10 $((${secs%.*} + 120)) "$lab" mpirun -np "$nodes" --map-by node \
+      --mca coll_dualrail_priority 100 "$@" "$bench" --bytes "$bytes" --seconds "$secs" 2>&1
+    echo "JOB-EXIT $?"; } | stamp >"$work/$name.log" &
+  job=$!
+}
+
+# timeline_start LOG: the loop's start epoch, waiting for it (bounded: 90 s, or the job's end).
+timeline_start() {
+  local t
+  for _ in $(seq 1 900); do
+    t=$(sed -n 's/^[0-9.]* # failover_timeline: start \([0-9.]*\) .*/\1/p' "$1" | head -1)
+    [ -n "$t" ] && { echo "$t"; return 0; }
+    grep -q "JOB-EXIT" "$1" && break
+    sleep 0.1
+  done
+  return 1
+}
+
+# timeline_ok NAME LOG: wait for the job; exit 1 (NAME's message, the log's tail) unless it
+# ended with status 0 and every result exact.
+timeline_ok() {
+  wait "$job" || true
+  if ! grep -q "JOB-EXIT 0" "$2" || ! grep -q "every result exact" "$2"; then
+    echo "$1: the job failed:" >&2
+    cut -d' ' -f2- "$2" | tail -n 30 >&2
+    exit 1
+  fi
+}
