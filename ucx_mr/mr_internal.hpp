@@ -322,6 +322,7 @@ struct Mr {
     void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
              const Req *r = nullptr);
     void ack_flush(bool all, uint64_t now);
+    Owed owed_pop(Peer *p);
     void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h);
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;

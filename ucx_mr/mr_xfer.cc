@@ -176,10 +176,7 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     Peer *p = peers[l->peer].get();
     uint32_t ack_id = 0;
     if (p->owed_count != 0) {
-        ack_id = p->owed[p->owed_head].msg_id;
-        p->owed_head = (p->owed_head + 1) % kOwedMax;
-        --p->owed_count;
-        --owed_total;
+        ack_id = owed_pop(p).msg_id;
         ++planes[l->plane]->stats.piggybacked_acks;
     }
     op->hdr = WireHdr{kData,  (uint8_t)l->plane, kWireVersion, self, r->msg_id, ack_id, r->key,
@@ -325,15 +322,22 @@ void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane, 
         return;
     }
     if (p->owed_count == kOwedMax) {
-        const Owed &o = p->owed[p->owed_head];
+        const Owed o = owed_pop(p);
         ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
-        p->owed_head = (p->owed_head + 1) % kOwedMax;
-        --p->owed_count;
-        --owed_total;
     }
     p->owed[(p->owed_head + p->owed_count) % kOwedMax] = Owed{key, msg_id, plane, clock};
     ++p->owed_count;
     ++owed_total;
+}
+
+/* The oldest acknowledgement owed to p (p->owed_count != 0), taken off its ring. */
+Owed Mr::owed_pop(Peer *p)
+{
+    const Owed o = p->owed[p->owed_head];
+    p->owed_head = (p->owed_head + 1) % kOwedMax;
+    --p->owed_count;
+    --owed_total;
+    return o;
 }
 
 void Mr::ack_flush(bool all, uint64_t now)
@@ -341,14 +345,11 @@ void Mr::ack_flush(bool all, uint64_t now)
     for (size_t pi = 0; pi < peers.size() && owed_total != 0; ++pi) {
         Peer *p = peers[pi].get();
         while (p != nullptr && p->owed_count != 0) {
-            const Owed &o = p->owed[p->owed_head];
-            if (!all && now - o.since < kAckDelayUs) {
+            if (!all && now - p->owed[p->owed_head].since < kAckDelayUs) {
                 break; /* the ring is in arrival order: the rest are younger */
             }
+            const Owed o = owed_pop(p);
             ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
-            p->owed_head = (p->owed_head + 1) % kOwedMax;
-            --p->owed_count;
-            --owed_total;
         }
     }
 }
