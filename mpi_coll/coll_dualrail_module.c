@@ -39,8 +39,10 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_allgather_module = NULL;
 }
 
-static const char *const kind_names[DR_KIND_COUNT] = {"allreduce", "bcast", "barrier",
-                                                      "allgather"};
+static const char *const kind_names[DR_KIND_COUNT] = {
+    "allreduce", "bcast",    "barrier", "allgather", "reduce",   "reduce_scatter_block",
+    "reduce_scatter", "allgatherv", "gather", "gatherv", "scatter", "scatterv", "alltoall",
+    "alltoallv"};
 
 static void module_destruct(mca_coll_dualrail_module_t *m)
 {

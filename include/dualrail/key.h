@@ -42,6 +42,18 @@ enum {
     DR_KIND_BCAST = 1,
     DR_KIND_BARRIER = 2,
     DR_KIND_ALLGATHER = 3,
+    /* Reserved up front for the collectives still being added (issues 13 and 14), so
+     * that work on them in parallel never assigns one wire value twice. */
+    DR_KIND_REDUCE = 4,
+    DR_KIND_REDUCE_SCATTER_BLOCK = 5,
+    DR_KIND_REDUCE_SCATTER = 6,
+    DR_KIND_ALLGATHERV = 7,
+    DR_KIND_GATHER = 8,
+    DR_KIND_GATHERV = 9,
+    DR_KIND_SCATTER = 10,
+    DR_KIND_SCATTERV = 11,
+    DR_KIND_ALLTOALL = 12,
+    DR_KIND_ALLTOALLV = 13,
     DR_KIND_COUNT /* kinds in use; at most 1 << DR_KEY_KIND_BITS */
 };
 

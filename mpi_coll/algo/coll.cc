@@ -22,6 +22,26 @@ const char *kind_name(int kind)
         return "barrier";
     case kKindAllgather:
         return "allgather";
+    case kKindReduce:
+        return "reduce";
+    case kKindReduceScatterBlock:
+        return "reduce_scatter_block";
+    case kKindReduceScatter:
+        return "reduce_scatter";
+    case kKindAllgatherv:
+        return "allgatherv";
+    case kKindGather:
+        return "gather";
+    case kKindGatherv:
+        return "gatherv";
+    case kKindScatter:
+        return "scatter";
+    case kKindScatterv:
+        return "scatterv";
+    case kKindAlltoall:
+        return "alltoall";
+    case kKindAlltoallv:
+        return "alltoallv";
     default:
         return "collective";
     }

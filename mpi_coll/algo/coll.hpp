@@ -28,6 +28,16 @@ enum Kind : int {
     kKindBcast = DR_KIND_BCAST,
     kKindBarrier = DR_KIND_BARRIER,
     kKindAllgather = DR_KIND_ALLGATHER,
+    kKindReduce = DR_KIND_REDUCE,
+    kKindReduceScatterBlock = DR_KIND_REDUCE_SCATTER_BLOCK,
+    kKindReduceScatter = DR_KIND_REDUCE_SCATTER,
+    kKindAllgatherv = DR_KIND_ALLGATHERV,
+    kKindGather = DR_KIND_GATHER,
+    kKindGatherv = DR_KIND_GATHERV,
+    kKindScatter = DR_KIND_SCATTER,
+    kKindScatterv = DR_KIND_SCATTERV,
+    kKindAlltoall = DR_KIND_ALLTOALL,
+    kKindAlltoallv = DR_KIND_ALLTOALLV,
 };
 
 /* "allreduce", "bcast", ...: how error lines name the collective. */
