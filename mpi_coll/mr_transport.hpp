@@ -19,12 +19,18 @@
 namespace dualrail {
 namespace coll {
 
-/* The C API's error buffer (may be NULL). */
+/* The C API's error buffer (may be NULL). A successful call only clears it: snprintf
+ * cost more than the rest of the glue of an 8-byte allreduce. */
 inline void set_err(char *err, size_t errlen, const char *msg)
 {
-    if (err != nullptr && errlen != 0) {
-        snprintf(err, errlen, "%s", msg);
+    if (err == nullptr || errlen == 0) {
+        return;
     }
+    if (msg[0] == '\0') {
+        err[0] = '\0';
+        return;
+    }
+    snprintf(err, errlen, "%s", msg);
 }
 
 /* Zero rd_max_bytes and segment_size take the defaults, as dr_coll.h promises. */

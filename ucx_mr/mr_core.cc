@@ -114,6 +114,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     }
     l->ep_failed = true;
     l->ep_status = status;
+    l->mr->deferred = true;
 }
 
 dr_status_t Mr::ep_ensure(Link *l)

@@ -226,6 +226,11 @@ void Mr::readmit(Link *l)
 
 void Mr::handle_deferred()
 {
+    if (!deferred) {
+        return; /* no link carries a flag: the scan below would find nothing */
+    }
+    deferred = false;
+    bool still = false;
     /* By index: declare_down() progresses a worker, and a message from a new process
      * may grow `peers` meanwhile. */
     for (size_t pi = 0; pi < peers.size(); ++pi) {
@@ -246,8 +251,12 @@ void Mr::handle_deferred()
                 ep_close(l);
                 l->probe_out = false;
             }
+            still = still || l->ep_failed || l->remote_down;
         }
     }
+    /* A flag this pass left (a link in neither state it handles) is looked at again next
+     * time, as before the flag existed; one raised meanwhile set `deferred` itself. */
+    deferred = deferred || still;
 }
 
 void Mr::dump_peer(const Peer *p, uint64_t now)

@@ -283,6 +283,9 @@ struct Mr {
     /* now_us() read once per dr_mr_progress: what UCX callbacks run inside it stamp their
      * facts with (a clock read per message cost more than the rest of its bookkeeping). */
     uint64_t clock = 0;
+    /* A link may carry ep_failed or remote_down: handle_deferred() has work. Set with
+     * every such flag; handle_deferred() scans while any is still set. */
+    bool deferred = true;
     uint32_t polls = 0;           /* dr_mr_progress calls, for the cold planes' turn */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;

@@ -158,9 +158,12 @@ class Rd {
             if (last_send[t] >= 0 && (st = eng_.wait((size_t)last_send[t])) != DR_OK) {
                 return st;
             }
-            if ((st = eng_.irecv(slot_round_recv(j), q, step, key(step), buf_[t], bytes_)) !=
+            /* The send first: the partner waits for it, and posting our receive (which
+             * only has to be in place before we next drive the transport) is time the
+             * message would otherwise spend waiting behind it. */
+            if ((st = eng_.isend(slot_round_send(j), q, step, key(step), buf_[cur], bytes_)) !=
                     DR_OK ||
-                (st = eng_.isend(slot_round_send(j), q, step, key(step), buf_[cur], bytes_)) !=
+                (st = eng_.irecv(slot_round_recv(j), q, step, key(step), buf_[t], bytes_)) !=
                     DR_OK) {
                 return st;
             }

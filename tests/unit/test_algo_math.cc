@@ -240,12 +240,53 @@ static void test_choose(void **state)
     assert_int_equal(allreduce_choose(p), kAlgoRing);
 }
 
+/* The engine's slot arrays: inline up to N, on the heap beyond, contents kept across growth. */
+static void test_inline_array(void **state)
+{
+    (void)state;
+    struct Rec {
+        int a = -1;
+        long b = 7;
+    };
+    InlineArray<Rec, 4> v;
+    assert_int_equal(v.capacity(), 4);
+    v.assign(3, Rec{1, 2});
+    assert_int_equal(v.size(), 3);
+    v.push_back(Rec{9, 10});
+    assert_int_equal(v.size(), 4);
+    const Rec *inline_data = v.begin();
+    v.reserve(4); /* within capacity: stays where it is */
+    assert_ptr_equal(v.begin(), inline_data);
+    v.reserve(10);
+    assert_true(v.capacity() >= 10);
+    assert_ptr_not_equal(v.begin(), inline_data);
+    assert_int_equal(v.size(), 4);
+    assert_int_equal(v[0].a, 1);
+    assert_int_equal(v[2].b, 2);
+    assert_int_equal(v[3].a, 9);
+    assert_int_equal(v[3].b, 10);
+    for (int i = 0; i < 6; ++i) {
+        v.push_back(Rec{100 + i, i});
+    }
+    assert_int_equal(v.size(), 10);
+    long sum = 0;
+    for (const Rec &r : v) {
+        sum += r.b;
+    }
+    assert_int_equal(sum, 2 + 2 + 2 + 10 + (0 + 1 + 2 + 3 + 4 + 5));
+    v.assign(20, Rec{}); /* grows again, every element the given value */
+    assert_int_equal(v.size(), 20);
+    assert_int_equal(v[19].a, -1);
+    assert_int_equal(v[19].b, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_partition), cmocka_unit_test(test_segments),
         cmocka_unit_test(test_ring_indices),    cmocka_unit_test(test_ring_keys_fit),
         cmocka_unit_test(test_rd_folding),      cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_inline_array),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
