@@ -286,6 +286,10 @@ struct Mr {
     /* A link may carry ep_failed or remote_down: handle_deferred() has work. Set with
      * every such flag; handle_deferred() scans while any is still set. */
     bool deferred = true;
+    /* Receives completed and sends acknowledged so far: dr_mr_progress stops draining the
+     * planes after a round in which one of them finished, so its waiter sees it without
+     * another poll of every plane (a system call each). */
+    uint64_t finished = 0;
     uint32_t polls = 0;           /* dr_mr_progress calls, for the cold planes' turn */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;

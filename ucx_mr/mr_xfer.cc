@@ -376,6 +376,7 @@ void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h)
     for (Req *r : p->sends) {
         if (r->msg_id == msg_id) {
             if (!r->acked) {
+                ++finished;
                 ack_progress(p, r, now);
                 if (h != nullptr) {
                     weights_on_ack(p, r, *h);
@@ -421,6 +422,7 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     timing_note(r->timing, plane, len, at);
     if (r->received == r->total) {
         r->complete = true;
+        ++finished;
         p->message_done(clock);
         done_add(p, r->key, r->msg_id);
         if (!acked) {
@@ -777,7 +779,9 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
     int events = 0;
     mr->clock = now_us();
-    /* The polled planes take turns (each until it has nothing more, at most 64 rounds):
+    /* The polled planes take turns (each until it has nothing more, at most 64 rounds,
+     * and no further once a round finished a request: its waiter wants to know now, and
+     * one more round is one more system call per polled plane before it does):
      * draining one plane first delayed the other's arrivals by a whole burst, and the
      * delivery spans the weights are learned from (mr_weights.cc) read that as a slower
      * plane. A cold plane (nothing of ours in UCX, nothing sent or seen for kHotUs) is
@@ -789,7 +793,8 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         const Plane *pl = mr->planes[k].get();
         active[k] = all || pl->ops_out != 0 || mr->clock - pl->active_at <= kHotUs;
     }
-    for (int i = 0, more = 1; i < 64 && more; ++i) {
+    const uint64_t finished = mr->finished;
+    for (int i = 0, more = 1; i < 64 && more && mr->finished == finished; ++i) {
         more = 0;
         for (size_t k = 0; k < np; ++k) {
             if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
