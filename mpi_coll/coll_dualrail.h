@@ -73,6 +73,12 @@ typedef struct mca_coll_dualrail_component_t {
     double spin_time;
     size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
     int gpu_standin;              /* tests: the host stand-in's device memory counts as GPU memory */
+    int alltoall_enable;          /* MPI_Alltoall, MPI_Alltoallv on dualrail (0: next module) */
+    int alltoallv_enable;
+    int alltoall_algorithm;       /* DR_ALLTOALL_* */
+    size_t alltoall_small_max_bytes;
+    unsigned alltoall_window;     /* pairwise steps in flight (alltoall and alltoallv) */
+    uint64_t kind_calls[DR_KIND_COUNT], kind_fallbacks[DR_KIND_COUNT]; /* freed modules' sums */
 
     /* state */
     int output;
@@ -113,6 +119,11 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_barrier_module;
     mca_coll_base_module_allgather_fn_t previous_allgather;
     mca_coll_base_module_t *previous_allgather_module;
+    mca_coll_base_module_alltoall_fn_t previous_alltoall;
+    mca_coll_base_module_t *previous_alltoall_module;
+    mca_coll_base_module_alltoallv_fn_t previous_alltoallv;
+    mca_coll_base_module_t *previous_alltoallv_module;
+    size_t *alltoallv_layout;     /* 4 x size: alltoallv's byte counts and displacements */
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -139,6 +150,14 @@ int mca_coll_dualrail_bcast(void *buff, int count, struct ompi_datatype_t *dtype
 int mca_coll_dualrail_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                                 void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                               void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                                const int *rdispls, struct ompi_datatype_t *rdtype,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */
