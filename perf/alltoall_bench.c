@@ -26,9 +26,12 @@
  *   2. dispatch: MPI_Alltoallv of the tokens (per-pair byte counts),
  *   3. combine: the reverse MPI_Alltoallv (what came in goes back).
  * Reports the time per layer (slowest rank, average and per layer), the lower
- * bound of the layer (the busiest node's bytes out of the node: what it
- * dispatches to others plus what it returns in the combine, at the two
- * planes' payload rate --payload-mbs R, MB/s) and their ratio.
+ * bound of the layer and their ratio. The bound: in the dispatch and again in
+ * the combine (which returns what the dispatch brought, so they cannot
+ * overlap), the busiest node's bytes in its busier direction (links are full
+ * duplex: the hot expert's node receives most in the dispatch and sends as
+ * much back in the combine), at the two planes' payload rate --payload-mbs R
+ * (MB/s). The counts exchange (n ints per rank) is not in the bound.
  *
  * -c: check every byte received (each byte names its source, destination
  * and position); exit 1 on a wrong byte. -T: stop a size early after this
@@ -226,23 +229,25 @@ static int moe(uint64_t seed, int tokens, int tbytes, int layers, double zipf, d
             }
         }
         bad |= check && memcmp(back, sbuf, off) != 0;
-        /* busiest node: bytes leaving it = its dispatch to others + its combine replies */
+        /* The bound: dispatch, then combine (the combine returns what the dispatch
+         * brought, so the two cannot overlap). In each, the busiest node's bytes in
+         * its busier direction (links are full duplex), at the payload rate. */
         double busiest = 0, hot = 0;
         for (int r = 0; r < size; ++r) {
-            double out = 0, in = 0;
+            double out = 0, in = 0, tot = 0;
             for (int q = 0; q < size; ++q) {
                 if (q != r) {
                     out += (double)all[(size_t)r * size + q] * tbytes;
                     in += (double)all[(size_t)q * size + r] * tbytes;
                 }
-            }
-            busiest = out + in > busiest ? out + in : busiest;
-            double tot = 0;
-            for (int q = 0; q < size; ++q) {
                 tot += all[(size_t)q * size + r];
             }
+            /* dispatch: out leaves, in arrives; combine: in leaves, out arrives */
+            const double phase = out > in ? out : in;
+            busiest = phase > busiest ? phase : busiest;
             hot = tot > hot ? tot : hot;
         }
+        busiest *= 2; /* the same busiest node and direction in both phases */
         double worst = 0;
         MPI_Reduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         const double bound = busiest / (payload_mbs * 1e6);
