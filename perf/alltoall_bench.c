@@ -10,11 +10,12 @@
  * Balanced (default): MPI_Alltoall of MPI_BYTE, size = the bytes each rank
  * sends in all (size / n to every rank, itself included), powers of four from
  * MIN to MAX (default 1024:16777216); -i timed iterations per size (default:
- * 50 up to 64 KiB, 20 up to 1 MiB, 8 above; 2 warm-up calls), each followed
- * by a barrier; the slowest rank's average. Prints size, latency (us),
- * algorithm bandwidth (size / time) and bus bandwidth (algbw x (n-1)/n, the
- * nccl-tests convention for alltoall: the share of each rank's data that
- * crosses the network). MB = 10^6 bytes.
+ * 50 up to 64 KiB, 20 up to 1 MiB, 8 above), after 2 warm-up calls and one
+ * barrier, back to back (as nccl-tests; a barrier per call would add its exit
+ * skew to every call); the slowest rank's average. -c checks the last result. Prints size, latency
+ * (us), algorithm bandwidth (size / time) and bus bandwidth (algbw x (n-1)/n, the nccl-tests
+ * convention for alltoall: the share of each rank's data that crosses the network). MB = 10^6
+ * bytes.
  *
  * --moe: one expert-parallel layer per iteration, as a mixture-of-experts
  * model runs it. Each rank routes T tokens of B bytes; every token picks a
@@ -86,33 +87,37 @@ static int balanced(size_t lo, size_t hi, int iters_opt, double tmax, int check)
     for (size_t s = lo; s <= hi && s >= (size_t)size; s *= 4) {
         const size_t blk = s / (size_t)size;
         const int iters = iters_opt > 0 ? iters_opt : s <= 65536 ? 50 : s <= (1u << 20) ? 20 : 8;
-        double total = 0;
-        int done = 0;
-        for (int it = -2; it < iters; ++it) {
-            for (int q = 0; q < size && (check || it == -2); ++q) {
-                for (size_t i = 0; i < blk; ++i) {
-                    sbuf[(size_t)q * blk + i] = (char)byte_of(rank, q, i, (unsigned)it & 7u);
-                }
+        for (int q = 0; q < size; ++q) {
+            for (size_t i = 0; i < blk; ++i) {
+                sbuf[(size_t)q * blk + i] = (char)byte_of(rank, q, i, (unsigned)s & 7u);
             }
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double t0 = MPI_Wtime();
+        }
+        /* Two warm-up calls, then -i calls back to back after one barrier (nccl-tests'
+         * way): the arrival skew a barrier leaves, which on this loaded machine is
+         * milliseconds, falls on the first call only. Fewer calls when the warm-up says
+         * they would take more than -T seconds (rank 0 decides for everyone). */
+        double warm = MPI_Wtime();
+        for (int it = 0; it < 2; ++it) {
             MPI_Alltoall(sbuf, (int)blk, MPI_BYTE, rbuf, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
-            const double t = MPI_Wtime() - t0;
-            for (int q = 0; check && q < size; ++q) {
-                for (size_t i = 0; i < blk; ++i) {
-                    bad |= (unsigned char)rbuf[(size_t)q * blk + i] !=
-                           byte_of(q, rank, i, (unsigned)it & 7u);
-                }
-            }
-            if (it >= 0) {
-                total += t;
-                ++done;
-            }
-            /* every rank stops at the same iteration: rank 0's clock decides */
-            int stop = rank == 0 && total > tmax;
-            MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
-            if (stop) {
-                break;
+        }
+        warm = (MPI_Wtime() - warm) / 2;
+        int n_it = iters;
+        if (warm * iters > tmax) {
+            n_it = (int)(tmax / warm) > 1 ? (int)(tmax / warm) : 1;
+        }
+        MPI_Bcast(&n_it, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        memset(rbuf, 0, s);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        for (int it = 0; it < n_it; ++it) {
+            MPI_Alltoall(sbuf, (int)blk, MPI_BYTE, rbuf, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+        }
+        const double total = MPI_Wtime() - t0;
+        const int done = n_it;
+        for (int q = 0; check && q < size; ++q) {
+            for (size_t i = 0; i < blk; ++i) {
+                bad |= (unsigned char)rbuf[(size_t)q * blk + i] !=
+                       byte_of(q, rank, i, (unsigned)s & 7u);
             }
         }
         double avg = done ? total / done : 0, worst = 0;
