@@ -52,6 +52,10 @@ while [ $# -gt 0 ]; do
 done
 [[ $out == /* ]] || out=$PWD/$out
 timeline_args=(--coll "$coll") # passed to the benchmark by timeline_run
+# The benchmark's per-call verdict exchange (MPI_Allgather) must stay on the stock path
+# (management network): on the planes it would absorb the failure detection between two
+# timed calls, and the "fault call" would look free.
+stock_verdicts=(--mca coll_dualrail_allgather 0)
 # shellcheck source=contrib/lib/perf.sh
 . "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot, timeline_*
 perf_build failover_timeline.sh "$root" perf/dualrail-failover-timeline
@@ -69,12 +73,12 @@ nodes=4
 
 if [ "$one_plane" -eq 1 ]; then
   echo "failover_timeline.sh: one-plane run (plane A only, $one_seconds s)" >&2
-  timeline_run one "$one_seconds" --mca coll_dualrail_planes ethA
+  timeline_run one "$one_seconds" "${stock_verdicts[@]}" --mca coll_dualrail_planes ethA
   timeline_ok failover_timeline.sh "$work/one.log"
 fi
 
 echo "failover_timeline.sh: two-plane run ($seconds s; plane A of node $node black-holed at $fault_at s, healed at $heal_at s)" >&2
-timeline_run two "$seconds" --mca coll_dualrail_planes ethA,ethB
+timeline_run two "$seconds" "${stock_verdicts[@]}" --mca coll_dualrail_planes ethA,ethB
 t0=$(timeline_start "$work/two.log") || { wait "$job" || true; cut -d' ' -f2- "$work/two.log" >&2; exit 1; }
 sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
 fault_t=$EPOCHREALTIME
