@@ -10,15 +10,17 @@
 # must still be right, and dualrail must not have taken them.
 # --device runs the component with the host stand-in as its GPU
 # (coll_dualrail_gpu_standin; pass --device to alltoall_check too).
-#   run_alltoall.sh BINARY NP [--oversubscribe] [--off] [--device] [-- args...]
+# --mca K V passes an MCA parameter on (a forced algorithm, a window).
+#   run_alltoall.sh BINARY NP [--oversubscribe] [--off] [--device] [--mca K V]... [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-over=() off=0 device=0
+over=() off=0 device=0 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --oversubscribe) over=(--oversubscribe) ;;
     --off) off=1 ;;
     --device) device=1 ;;
+    --mca) extra+=(--mca "${2:?}" "${3:?}"); shift 2 ;;
     --) shift; break ;;
     *) echo "run_alltoall.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -30,6 +32,7 @@ trap 'rm -f "$out"' EXIT
 mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 --mca coll_dualrail_stats 1)
 [ "$off" -eq 0 ] || mca+=(--mca coll_dualrail_alltoall 0 --mca coll_dualrail_alltoallv 0)
 [ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
+mca+=(${extra[@]+"${extra[@]}"})
 rc=0
 timeout 300 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "${mca[@]}" \
   "$bin" "$@" >"$out" 2>&1 || rc=$?
