@@ -1,7 +1,7 @@
 /*
  * coll/dualrail: Open MPI 4.1 collective component that runs allreduce,
- * bcast, barrier and allgather plane-striped over ucx_mr and survives the
- * loss of a plane.
+ * bcast, barrier, allgather, alltoall and alltoallv plane-striped over ucx_mr
+ * and survives the loss of a plane.
  *
  * This glue is C (Open MPI's internal headers are not C++) and is the only
  * code that includes them. The algorithms live behind dr_coll.h.
@@ -18,7 +18,8 @@
  *                   pass-through everywhere (never a hang, never mixed planes)
  *   allreduce,      each in its own file: checks the call, falls back to the
  *   bcast, barrier, previous module for anything it does not handle, before
- *   allgather       any data moves
+ *   allgather,      any data moves
+ *   alltoall(v)
  *   close           destroys the ucx_mr context
  */
 #ifndef MCA_COLL_DUALRAIL_H
