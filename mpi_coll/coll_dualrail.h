@@ -1,7 +1,7 @@
 /*
  * coll/dualrail: Open MPI 4.1 collective component that runs allreduce,
- * bcast, barrier and allgather plane-striped over ucx_mr and survives the
- * loss of a plane.
+ * bcast, barrier, allgather, alltoall and alltoallv plane-striped over ucx_mr
+ * and survives the loss of a plane.
  *
  * This glue is C (Open MPI's internal headers are not C++) and is the only
  * code that includes them. The algorithms live behind dr_coll.h.
@@ -18,7 +18,8 @@
  *                   pass-through everywhere (never a hang, never mixed planes)
  *   allreduce,      each in its own file: checks the call, falls back to the
  *   bcast, barrier, previous module for anything it does not handle, before
- *   allgather       any data moves
+ *   allgather,      any data moves
+ *   alltoall(v)
  *   close           destroys the ucx_mr context
  */
 #ifndef MCA_COLL_DUALRAIL_H
@@ -73,6 +74,12 @@ typedef struct mca_coll_dualrail_component_t {
     double spin_time;
     size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
     int gpu_standin;              /* tests: the host stand-in's device memory counts as GPU memory */
+    int alltoall_enable;          /* MPI_Alltoall, MPI_Alltoallv on dualrail (0: next module) */
+    int alltoallv_enable;
+    int alltoall_algorithm;       /* DR_ALLTOALL_* */
+    size_t alltoall_small_max_bytes;
+    unsigned alltoall_window;     /* pairwise steps in flight (alltoall and alltoallv) */
+    uint64_t kind_calls[DR_KIND_COUNT], kind_fallbacks[DR_KIND_COUNT]; /* freed modules' sums */
 
     /* state */
     int output;
@@ -113,6 +120,11 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_barrier_module;
     mca_coll_base_module_allgather_fn_t previous_allgather;
     mca_coll_base_module_t *previous_allgather_module;
+    mca_coll_base_module_alltoall_fn_t previous_alltoall;
+    mca_coll_base_module_t *previous_alltoall_module;
+    mca_coll_base_module_alltoallv_fn_t previous_alltoallv;
+    mca_coll_base_module_t *previous_alltoallv_module;
+    size_t *alltoallv_layout;     /* 4 x size: alltoallv's byte counts and displacements */
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -139,6 +151,14 @@ int mca_coll_dualrail_bcast(void *buff, int count, struct ompi_datatype_t *dtype
 int mca_coll_dualrail_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                                 void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                               void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                                const int *rdispls, struct ompi_datatype_t *rdtype,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */

@@ -8,6 +8,7 @@
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
+#include "dr_alltoall.h"
 #include "dr_coll.h"
 
 const char *mca_coll_dualrail_component_version_string =
@@ -54,6 +55,13 @@ static const mca_base_var_enum_value_t allgather_values[] = {
     {DR_ALLGATHER_RING, "ring"},
     {DR_ALLGATHER_RD, "recursive_doubling"},
     {DR_ALLGATHER_BRUCK, "bruck"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t alltoall_values[] = {
+    {DR_ALLTOALL_AUTO, "auto"},
+    {DR_ALLTOALL_PAIRWISE, "pairwise"},
+    {DR_ALLTOALL_BRUCK, "bruck"},
     {0, NULL},
 };
 
@@ -191,6 +199,28 @@ static int dualrail_register(void)
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "
         "timeouts)", MCA_BASE_VAR_TYPE_DOUBLE, NULL, OPAL_INFO_LVL_6, &cm->op_timeout);
+    cm->alltoall_enable = 1;
+    reg("alltoall", "Run MPI_Alltoall on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->alltoall_enable);
+    cm->alltoallv_enable = 1;
+    reg("alltoallv", "Run MPI_Alltoallv on dualrail (pairwise exchange; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->alltoallv_enable);
+    mca_base_var_enum_t *alltoalls = NULL;
+    mca_base_var_enum_create("coll_dualrail_alltoall_algorithms", alltoall_values, &alltoalls);
+    cm->alltoall_algorithm = DR_ALLTOALL_AUTO;
+    reg("alltoall_algorithm", "Alltoall algorithm: auto (Bruck for blocks up to "
+        "alltoall_small_max_bytes, pairwise exchange above), pairwise, bruck",
+        MCA_BASE_VAR_TYPE_INT, alltoalls, OPAL_INFO_LVL_5, &cm->alltoall_algorithm);
+    OBJ_RELEASE(alltoalls);
+    cm->alltoall_small_max_bytes = DR_ALLTOALL_SMALL_MAX_DEFAULT;
+    reg("alltoall_small_max_bytes", "With alltoall_algorithm auto: blocks (the bytes one rank "
+        "sends one other) up to this size use Bruck's log2(n) rounds, larger ones the pairwise "
+        "exchange", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->alltoall_small_max_bytes);
+    cm->alltoall_window = DR_ALLTOALL_WINDOW_DEFAULT;
+    reg("alltoall_window", "Pairwise steps of MPI_Alltoall and MPI_Alltoallv in flight at once "
+        "(each step: one peer to send to, one to receive from; 1: strictly one step after the "
+        "other)", MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5, &cm->alltoall_window);
     return OMPI_SUCCESS;
 }
 

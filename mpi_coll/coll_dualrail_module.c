@@ -37,6 +37,11 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_barrier_module = NULL;
     m->previous_allgather = NULL;
     m->previous_allgather_module = NULL;
+    m->previous_alltoall = NULL;
+    m->previous_alltoall_module = NULL;
+    m->previous_alltoallv = NULL;
+    m->previous_alltoallv_module = NULL;
+    m->alltoallv_layout = NULL;
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -55,11 +60,16 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
                              (unsigned long long)m->calls[k], kind_names[k],
                              (unsigned long long)m->fallbacks[k]);
         }
+        /* the statistics table at finalize sums every communicator's calls per kind */
+        mca_coll_dualrail_component.kind_calls[k] += m->calls[k];
+        mca_coll_dualrail_component.kind_fallbacks[k] += m->fallbacks[k];
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
     free(m->peer_ids);
+    free(m->alltoallv_layout);
     mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
-                                      m->previous_barrier_module, m->previous_allgather_module};
+                                      m->previous_barrier_module, m->previous_allgather_module,
+                                      m->previous_alltoall_module, m->previous_alltoallv_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -349,18 +359,22 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(bcast);
     DUALRAIL_SAVE(barrier);
     DUALRAIL_SAVE(allgather);
+    DUALRAIL_SAVE(alltoall);
+    DUALRAIL_SAVE(alltoallv);
 #undef DUALRAIL_SAVE
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
                      m->active ? "allreduce runs on dualrail" : "pass-through",
                      m->active && m->super.coll_bcast ? ", bcast" : "",
                      m->active && m->super.coll_barrier ? ", barrier" : "",
-                     m->active && m->super.coll_allgather ? ", allgather" : "");
+                     m->active && m->super.coll_allgather ? ", allgather" : "",
+                     m->active && m->super.coll_alltoall ? ", alltoall" : "",
+                     m->active && m->super.coll_alltoallv ? ", alltoallv" : "");
     return OMPI_SUCCESS;
 }
 
@@ -435,6 +449,8 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->super.coll_bcast = cm->bcast_enable ? mca_coll_dualrail_bcast : NULL;
     m->super.coll_barrier = cm->barrier_enable ? mca_coll_dualrail_barrier : NULL;
     m->super.coll_allgather = cm->allgather_enable ? mca_coll_dualrail_allgather : NULL;
+    m->super.coll_alltoall = cm->alltoall_enable ? mca_coll_dualrail_alltoall : NULL;
+    m->super.coll_alltoallv = cm->alltoallv_enable ? mca_coll_dualrail_alltoallv : NULL;
     *priority = cm->priority;
     return &m->super;
 }

@@ -206,5 +206,27 @@ void mca_coll_dualrail_stats_print(void)
                           p, dr_mr_plane_device(cm->mr, p), share, r);
         }
     }
+    /* Calls per collective kind, summed over the communicators freed so far (all of them at
+     * finalize): which collectives ran here at all, and how many went to the previous module. */
+    static const char *const kinds[DR_KIND_COUNT] = {
+        "allreduce",  "bcast",  "barrier", "allgather", "reduce",   "reduce_scatter_block",
+        "reduce_scatter", "allgatherv", "gather", "gatherv", "scatter", "scatterv",
+        "alltoall",   "alltoallv"};
+    int header = 0;
+    for (int k = 0; k < DR_KIND_COUNT && n < (int)sizeof(table); ++k) {
+        if (cm->kind_calls[k] == 0) {
+            continue;
+        }
+        if (!header) {
+            n += snprintf(table + n, sizeof(table) - (size_t)n,
+                          "  collective            calls  handed to the previous module\n");
+            header = 1;
+        }
+        if (n < (int)sizeof(table)) {
+            n += snprintf(table + n, sizeof(table) - (size_t)n, "  %-20s %6llu %6llu\n", kinds[k],
+                          (unsigned long long)cm->kind_calls[k],
+                          (unsigned long long)cm->kind_fallbacks[k]);
+        }
+    }
     opal_output(cm->output, "%s", table);
 }

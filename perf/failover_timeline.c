@@ -12,6 +12,11 @@
  * stock collective on the management network.
  *
  *   dualrail-failover-timeline [--bytes N] [--seconds S] [--max-iters N]
+ *                              [--coll allreduce|alltoall]
+ *
+ * --coll alltoall (issue 14): MPI_Alltoall of --bytes per rank (bytes / n to
+ * each rank), every element depending on source, destination and call; bus
+ * bandwidth bytes / seconds * (n-1)/n (nccl-tests' alltoall convention).
  *
  * Output (rank 0):
  *   # failover_timeline: start EPOCH ranks N bytes B
@@ -56,6 +61,7 @@ int main(int argc, char **argv)
     size_t bytes = 16u << 20;
     double seconds = 20;
     long max_iters = 100000;
+    int a2a = 0;
     for (int i = 1; i < argc; ++i) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = v == NULL;
@@ -65,6 +71,9 @@ int main(int argc, char **argv)
         } else if (!bad && strcmp(argv[i], "--seconds") == 0) {
             seconds = atof(v);
             bad = !(seconds > 0 && seconds <= 3600);
+        } else if (!bad && strcmp(argv[i], "--coll") == 0) {
+            a2a = strcmp(v, "alltoall") == 0;
+            bad = !a2a && strcmp(v, "allreduce") != 0;
         } else if (!bad && strcmp(argv[i], "--max-iters") == 0) {
             max_iters = atol(v);
             bad = max_iters < 1;
@@ -74,27 +83,36 @@ int main(int argc, char **argv)
         if (bad) {
             if (rank == 0) {
                 fprintf(stderr, "usage: dualrail-failover-timeline [--bytes N] [--seconds S] "
-                                "[--max-iters N]\n");
+                                "[--max-iters N] [--coll allreduce|alltoall]\n");
             }
             MPI_Finalize();
             return 2;
         }
         ++i;
     }
-    const size_t count = bytes / sizeof(int);
-    int *buf = malloc(bytes);
+    if (a2a && bytes % (sizeof(int) * (size_t)n) != 0) {
+        if (rank == 0) {
+            fprintf(stderr,
+                    "dualrail-failover-timeline: --bytes must be a multiple of 4 x ranks\n");
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    const size_t count = bytes / sizeof(int), per = count / (size_t)n;
+    int *buf = malloc(bytes), *out = a2a ? malloc(bytes) : NULL;
     int *verdicts = malloc(sizeof(int) * 2 * (size_t)n);
     if (buf == NULL || verdicts == NULL) {
         fprintf(stderr, "dualrail-failover-timeline: rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const int tri = n * (n - 1) / 2;
-    const double bus = 2.0 * (n - 1) / n;
+    const double bus = a2a ? (double)(n - 1) / n : 2.0 * (n - 1) / n;
 
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = epoch_now();
     if (rank == 0) {
-        printf("# failover_timeline: start %.6f ranks %d bytes %zu\n", t0, n, bytes);
+        printf("# failover_timeline: start %.6f ranks %d bytes %zu %s\n", t0, n, bytes,
+               a2a ? "alltoall" : "allreduce");
         printf("# iter  start_epoch  seconds  busbw_MBps\n");
         fflush(stdout);
     }
@@ -102,14 +120,22 @@ int main(int argc, char **argv)
     int wrong_any = 0;
     for (unsigned k = 0; iters < max_iters; ++k) {
         for (size_t i = 0; i < count; ++i) {
-            buf[i] = val_a(i, k) + rank * val_b(i, k);
+            /* alltoall: element j of the block for rank d is val_a + rank * val_b + 3d */
+            buf[i] = val_a(a2a ? i % per : i, k) + rank * val_b(a2a ? i % per : i, k) +
+                     (a2a ? 3 * (int)(i / per) : 0);
         }
         const double c0 = epoch_now();
-        MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (a2a) {
+            MPI_Alltoall(buf, (int)per, MPI_INT, out, (int)per, MPI_INT, MPI_COMM_WORLD);
+        } else {
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        }
         const double c1 = epoch_now();
         size_t wrong = 0, first = 0;
         for (size_t i = 0; i < count; ++i) {
-            if (buf[i] != n * val_a(i, k) + tri * val_b(i, k) && wrong++ == 0) {
+            const int want = a2a ? val_a(i % per, k) + (int)(i / per) * val_b(i % per, k) + 3 * rank
+                                 : n * val_a(i, k) + tri * val_b(i, k);
+            if ((a2a ? out : buf)[i] != want && wrong++ == 0) {
                 first = i;
             }
         }
@@ -121,7 +147,7 @@ int main(int argc, char **argv)
         if (wrong != 0) {
             printf("# failover_timeline: rank %d: WRONG RESULT in call %u: %zu elements wrong, "
                    "first [%zu] = %d\n",
-                   rank, k, wrong, first, buf[first]);
+                   rank, k, wrong, first, (a2a ? out : buf)[first]);
             fflush(stdout);
         }
         int mine[2] = {wrong != 0, rank == 0 && epoch_now() - t0 >= seconds};
@@ -139,6 +165,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     free(buf);
+    free(out);
     free(verdicts);
     MPI_Finalize();
     return wrong_any ? 1 : 0;

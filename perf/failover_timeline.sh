@@ -12,7 +12,10 @@
 #   perf/failover_timeline.sh [--rate 500mbit] [--bytes 16777216] [--seconds 20]
 #                             [--fault-at 5] [--heal-at 12] [--node 1]
 #                             [--one-plane-seconds 8] [--no-one-plane]
-#                             [--out PREFIX]
+#                             [--out PREFIX] [--coll allreduce|alltoall]
+#
+# --coll alltoall (issue 14): MPI_Alltoall of --bytes per rank instead, bus
+# bandwidth = bytes / time x (n-1)/n.
 #
 # Prints every call (time since the loop start, seconds, bus bandwidth MB/s,
 # phase), the plane transitions, then the figures against the targets:
@@ -29,7 +32,7 @@ set -euo pipefail
 export LC_ALL=C
 root=$(cd "$(dirname "$0")/.." && pwd)
 rate=500mbit bytes=16777216 seconds=20 fault_at=5 heal_at=12 node=1
-one_seconds=8 one_plane=1 out=$PWD/failover_timeline
+one_seconds=8 one_plane=1 out=$PWD/failover_timeline coll=allreduce
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=${2:?}; shift ;;
@@ -41,12 +44,18 @@ while [ $# -gt 0 ]; do
     --one-plane-seconds) one_seconds=${2:?}; shift ;;
     --no-one-plane) one_plane=0 ;;
     --out) out=${2:?}; shift ;;
+    --coll) coll=${2:?}; shift ;;
     -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "failover_timeline.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
 done
 [[ $out == /* ]] || out=$PWD/$out
+timeline_args=(--coll "$coll") # passed to the benchmark by timeline_run
+# The benchmark's per-call verdict exchange (MPI_Allgather) must stay on the stock path
+# (management network): on the planes it would absorb the failure detection between two
+# timed calls, and the "fault call" would look free.
+stock_verdicts=(--mca coll_dualrail_allgather 0)
 # shellcheck source=contrib/lib/perf.sh
 . "$root/contrib/lib/perf.sh" # perf_build, perf_need_gnuplot, timeline_*
 perf_build failover_timeline.sh "$root" perf/dualrail-failover-timeline
@@ -64,12 +73,12 @@ nodes=4
 
 if [ "$one_plane" -eq 1 ]; then
   echo "failover_timeline.sh: one-plane run (plane A only, $one_seconds s)" >&2
-  timeline_run one "$one_seconds" --mca coll_dualrail_planes ethA
+  timeline_run one "$one_seconds" "${stock_verdicts[@]}" --mca coll_dualrail_planes ethA
   timeline_ok failover_timeline.sh "$work/one.log"
 fi
 
 echo "failover_timeline.sh: two-plane run ($seconds s; plane A of node $node black-holed at $fault_at s, healed at $heal_at s)" >&2
-timeline_run two "$seconds" --mca coll_dualrail_planes ethA,ethB
+timeline_run two "$seconds" "${stock_verdicts[@]}" --mca coll_dualrail_planes ethA,ethB
 t0=$(timeline_start "$work/two.log") || { wait "$job" || true; cut -d' ' -f2- "$work/two.log" >&2; exit 1; }
 sleep_until "$(awk -v a="$t0" -v b="$fault_at" 'BEGIN { printf "%.6f", a + b }')"
 fault_t=$EPOCHREALTIME
@@ -82,10 +91,10 @@ timeline_ok failover_timeline.sh "$work/two.log"
 one_log=
 [ "$one_plane" -eq 0 ] || one_log=$work/one.log
 set +e
-python3 - "$work/two.log" "$t0" "$fault_t" "$heal_t" "$out" "$rate" "$bytes" "${one_log}" <<'PY'
+python3 - "$work/two.log" "$t0" "$fault_t" "$heal_t" "$out" "$rate" "$bytes" "$coll" "${one_log}" <<'PY'
 import re, statistics, sys
-log, t0, fault_t, heal_t, out, rate, nbytes = sys.argv[1:8]
-one_log = sys.argv[8] if len(sys.argv) > 8 else ""
+log, t0, fault_t, heal_t, out, rate, nbytes, coll = sys.argv[1:9]
+one_log = sys.argv[9] if len(sys.argv) > 9 else ""
 t0, fault_t, heal_t = float(t0), float(fault_t), float(heal_t)
 F, H = fault_t - t0, heal_t - t0
 
@@ -152,8 +161,8 @@ with open(out + ".tsv", "w") as f:
 
 lines = []
 p = lines.append
-p("# failover timeline: 4 ranks, %s B allreduce, planes capped at %s; plane A of one node "
-  "black-holed at %.2f s, healed at %.2f s (since the loop start)" % (nbytes, rate, F, H))
+p("# failover timeline: 4 ranks, %s B %s, planes capped at %s; plane A of one node "
+  "black-holed at %.2f s, healed at %.2f s (since the loop start)" % (nbytes, coll, rate, F, H))
 p("%8s %8s %10s  %s" % ("t (s)", "call (s)", "busbw MB/s", "phase"))
 for r in rows:
     p("%8.3f %8.3f %10.2f  %s" % (r[1] - t0, r[2], r[3], phase(r)))
@@ -194,8 +203,8 @@ top = max(r[3] for r in rows) * 1.15
 with open(gp, "w") as f:
     f.write('set terminal pngcairo size 1100,550 font "sans,10"\n')
     f.write('set output "%s.png"\n' % out)
-    f.write('set title "coll/dualrail allreduce %s B, 4 ranks, planes at %s: plane A of one node '
-            'black-holed %.1f-%.1f s"\n' % (nbytes, rate, F, H))
+    f.write('set title "coll/dualrail %s %s B, 4 ranks, planes at %s: plane A of one node '
+            'black-holed %.1f-%.1f s"\n' % (coll, nbytes, rate, F, H))
     f.write('set xlabel "time since the loop start (s)"\nset ylabel "bus bandwidth (MB/s)"\n')
     f.write('set grid\nset key bottom right\nset xrange [0:*]\nset yrange [0:%f]\n' % top)
     f.write('set object 1 rect from %f, graph 0 to %f, graph 1 fc rgb "#ffdddd" fs solid 0.6 '

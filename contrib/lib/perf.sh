@@ -33,7 +33,7 @@ timeline_run() {
   local name=$1 secs=$2
   shift 2
   { timeout -k 10 $((${secs%.*} + 120)) "$lab" mpirun -np "$nodes" --map-by node \
-      --mca coll_dualrail_priority 100 "$@" "$bench" --bytes "$bytes" --seconds "$secs" 2>&1
+      --mca coll_dualrail_priority 100 "$@" "$bench" ${timeline_args[@]+"${timeline_args[@]}"} --bytes "$bytes" --seconds "$secs" 2>&1
     echo "JOB-EXIT $?"; } | stamp >"$work/$name.log" &
   job=$!
 }

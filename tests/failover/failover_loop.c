@@ -13,6 +13,12 @@
  * --coll bcast|allgather loops that collective instead (issue 13), validated
  * the same way: MPI_Bcast from root k mod n of rank root's values;
  * MPI_Allgather of count/n elements per rank, odd iterations in place.
+ * --coll alltoall|alltoallv (issue 14): MPI_Alltoall of count/n elements per
+ * pair; MPI_Alltoallv with per-pair counts that change every iteration (0,
+ * 1/2, 1 or 3/2 of count/n, one destination taking twice that); the element
+ * from rank s to rank d also depends on d, so a block delivered to the wrong
+ * place fails the check; odd iterations in place (alltoallv: symmetric
+ * counts, as MPI_IN_PLACE needs).
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -24,7 +30,7 @@
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
- *                 [--coll allreduce|bcast|allgather]
+ *                 [--coll allreduce|bcast|allgather|alltoall|alltoallv]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -42,7 +48,8 @@
  *                   the end; rank 0 prints every rank's growth
  *   --mem-trace S   every rank prints its VmRSS every S seconds
  *   --after-error N with --errors-return: when the loop stopped on an MPI error,
- *                   every rank still makes N more validated allreduces (8 KiB),
+ *                   every rank still makes N more validated allreduces (8 KiB;
+ *                   with --coll alltoall|alltoallv: that collective, 8 KiB per rank),
  *                   as an application that carries on would; coll/dualrail
  *                   promises that they run (on the previous module) or fail,
  *                   never hang. Each rank prints one line per call
@@ -162,7 +169,7 @@ static const char *class_name(int cls)
     }
 }
 
-enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
+enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER, COLL_ALLTOALL, COLL_ALLTOALLV };
 static int coll = COLL_ALLREDUCE;
 static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
 
@@ -256,13 +263,118 @@ static size_t other_call(unsigned k, size_t count, int *in, int *out, double t0,
     return per;
 }
 
+/* alltoallv: ints rank s sends rank d in iteration k (sym: the same both ways). */
+static size_t a2av_count(int s, int d, unsigned k, size_t per, int sym)
+{
+    if (sym && s > d) {
+        const int t = s;
+        s = d, d = t;
+    }
+    const unsigned h = ((unsigned)s * 2654435761u) ^ ((unsigned)d * 40503u) ^ (k * 2246822519u);
+    const unsigned x = (h ^ (h >> 15)) * 2246822519u;
+    if (!sym && d == (int)(k % (unsigned)nranks)) {
+        return 2 * per; /* the iteration's hot destination */
+    }
+    return (x >> 7) % 5 == 0 ? 0 : per * (1 + (x >> 3) % 3) / 2;
+}
+
+static inline int val_a2a(size_t j, unsigned k, int s, int d)
+{
+    return val_a(j, k) + s * val_b(j, k) + d * 3;
+}
+
+/*
+ * One validated alltoall or alltoallv (iteration k, count ints: count/n per pair
+ * on average): sets other_status, prints what went wrong. Returns the ints this
+ * rank received.
+ */
+static int a2a_quiet;                      /* carrying on: no error line (the driver counts them) */
+static char a2a_msg[MPI_MAX_ERROR_STRING]; /* the last call's MPI error string, "" on success */
+static size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, double *c0,
+                       double *c1)
+{
+    static int *cnt;
+    if (cnt == NULL) {
+        cnt = malloc(sizeof(int) * 4 * (size_t)nranks);
+    }
+    int *sc = cnt, *sd = cnt + nranks, *rc = sd + nranks, *rd = rc + nranks;
+    const size_t per = count / (size_t)nranks > 0 ? count / (size_t)nranks : 1;
+    const int in_place = k & 1, v = coll == COLL_ALLTOALLV;
+    size_t so = 0, ro = 0;
+    for (int q = 0; q < nranks; ++q) {
+        sc[q] = (int)(v ? a2av_count(rank, q, k, per, in_place) : per);
+        rc[q] = (int)(v ? a2av_count(q, rank, k, per, in_place) : per);
+        sd[q] = (int)so, rd[q] = (int)ro;
+        so += (size_t)sc[q], ro += (size_t)rc[q];
+    }
+    memset(out, 0xa5, ro * sizeof(int));
+    for (int q = 0; q < nranks; ++q) {
+        int *dst = in_place ? out + rd[q] : in + sd[q];
+        for (int j = 0; j < (in_place ? rc[q] : sc[q]); ++j) {
+            dst[j] = val_a2a((size_t)j, k, rank, q);
+        }
+    }
+    int rcode;
+    *c0 = epoch_now();
+    if (v) {
+        rcode = MPI_Alltoallv(in_place ? MPI_IN_PLACE : in, sc, sd, MPI_INT, out, rc, rd, MPI_INT,
+                              MPI_COMM_WORLD);
+    } else {
+        rcode = MPI_Alltoall(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out, (int)per,
+                             MPI_INT, MPI_COMM_WORLD);
+    }
+    *c1 = epoch_now();
+    size_t wrong = 0, first = 0, src_changed = 0;
+    int want_first = 0;
+    for (int q = 0; rcode == MPI_SUCCESS && q < nranks; ++q) {
+        for (int j = 0; j < rc[q]; ++j) {
+            const int want = val_a2a((size_t)j, k, q, rank);
+            if (out[rd[q] + j] != want && wrong++ == 0) {
+                first = (size_t)(rd[q] + j), want_first = want;
+            }
+        }
+    }
+    for (int q = 0; rcode == MPI_SUCCESS && !in_place && q < nranks; ++q) {
+        for (int j = 0; j < sc[q]; ++j) {
+            src_changed += in[sd[q] + j] != val_a2a((size_t)j, k, rank, q);
+        }
+    }
+    other_status = ST_OK;
+    a2a_msg[0] = '\0';
+    if (rcode != MPI_SUCCESS) {
+        char *msg = a2a_msg;
+        int len = 0, cls = 0;
+        MPI_Error_class(rcode, &cls);
+        MPI_Error_string(rcode, msg, &len);
+        other_status = ST_MPI_ERROR;
+        if (a2a_quiet) {
+            return ro;
+        }
+        printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
+               "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
+               rank, coll_mpi, k, ro * sizeof(int), *c1 - *c0, *c1 - t0, *c1, cls,
+               class_name(cls), rcode, msg);
+        other_status = ST_MPI_ERROR;
+    } else if (wrong != 0 || src_changed != 0) {
+        printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
+               "loop: %zu elements wrong, first [%zu] = %d, expected %d; send buffer elements "
+               "changed: %zu\n",
+               rank, coll_mpi, k, ro * sizeof(int), in_place ? ", in place" : "", *c1 - t0,
+               wrong, first, out[first], want_first, src_changed);
+        other_status = ST_WRONG;
+    }
+    fflush(stdout);
+    return ro;
+}
+
 static void usage(void)
 {
     if (rank == 0) {
         fprintf(stderr,
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
-                "[--after-error N] [--timeline] [--device] [--coll allreduce|bcast|allgather]\n");
+                "[--after-error N] [--timeline] [--device] "
+                "[--coll allreduce|bcast|allgather|alltoall|alltoallv]\n");
     }
 }
 
@@ -390,6 +502,10 @@ int main(int argc, char **argv)
                 coll = COLL_BCAST, coll_name = "bcast", coll_mpi = "MPI_Bcast";
             } else if (strcmp(v, "allgather") == 0) {
                 coll = COLL_ALLGATHER, coll_name = "allgather", coll_mpi = "MPI_Allgather";
+            } else if (strcmp(v, "alltoall") == 0) {
+                coll = COLL_ALLTOALL, coll_name = "alltoall", coll_mpi = "MPI_Alltoall";
+            } else if (strcmp(v, "alltoallv") == 0) {
+                coll = COLL_ALLTOALLV, coll_name = "alltoallv", coll_mpi = "MPI_Alltoallv";
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
@@ -414,7 +530,9 @@ int main(int argc, char **argv)
     for (int s = 0; s < nsizes; ++s) {
         max_bytes = sizes[s] > max_bytes ? sizes[s] : max_bytes;
     }
-    int *in = malloc(max_bytes), *out = malloc(max_bytes);
+    /* alltoallv's skewed counts: a rank may receive up to twice the average */
+    const size_t buf_bytes = coll == COLL_ALLTOALLV ? 2 * max_bytes : max_bytes;
+    int *in = malloc(buf_bytes), *out = malloc(buf_bytes);
     if (in == NULL || out == NULL) {
         fprintf(stderr, "failover_loop: rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
@@ -432,8 +550,10 @@ int main(int argc, char **argv)
         weights_open(&w);
     }
 
-    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || errors_return)) {
-        usage(); /* device buffers and the cut modes: the allreduce loop only */
+    const int a2a = coll == COLL_ALLTOALL || coll == COLL_ALLTOALLV;
+    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || ((errors_return || after_error) && !a2a))) {
+        usage(); /* device buffers and carrying on: the allreduce loop only; the cut modes:
+                  * allreduce and the all-to-alls */
         MPI_Finalize();
         return EXIT_USAGE;
     }
@@ -462,7 +582,9 @@ int main(int argc, char **argv)
         const int si = (int)(k % (unsigned)nsizes);
         double c0 = 0, c1 = 0;
         if (coll != COLL_ALLREDUCE) {
-            const size_t count = other_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1);
+            const size_t count =
+                a2a ? a2a_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1)
+                    : other_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1);
             if (timeline && rank == 0) {
                 printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
             }
@@ -590,6 +712,22 @@ int main(int argc, char **argv)
     for (int j = 0; errors_return && any_error && j < after_error; ++j) {
         const size_t count = 2048;
         const unsigned k = 0x40000u + (unsigned)j;
+        if (a2a) {
+            /* the same validated all-to-all, 8 KiB per rank (odd calls in place) */
+            double c0 = 0, c1 = 0;
+            a2a_quiet = 1;
+            a2a_call(k, count, in, out, t0, &c0, &c1);
+            a2a_quiet = 0;
+            printf("failover_loop: rank %d: after the error, %s %d of %d: %s%s (%.3f s)\n", rank,
+                   coll_mpi, j + 1, after_error,
+                   other_status == ST_MPI_ERROR ? "MPI error: "
+                   : other_status == ST_WRONG   ? "WRONG RESULT"
+                                                : "exact",
+                   a2a_msg, c1 - c0);
+            fflush(stdout);
+            after_wrong |= other_status == ST_WRONG;
+            continue;
+        }
         for (size_t i = 0; i < count; ++i) {
             in[i] = val_a(i, k) + rank * val_b(i, k);
         }

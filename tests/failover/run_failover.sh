@@ -45,7 +45,8 @@
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
 #   that every rank staged them), --coll bcast|allgather (fault and flap: the
-#   loop runs that collective instead of MPI_Allreduce, with the same checks),
+#   loop runs that collective instead of MPI_Allreduce, with the same checks;
+#   alltoall|alltoallv also in cut mode),
 #   and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
@@ -118,6 +119,14 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+# The MPI call the loop makes (messages and carrying on name it).
+case $coll in
+  alltoall) cmpi=MPI_Alltoall ;;
+  alltoallv) cmpi=MPI_Alltoallv ;;
+  bcast) cmpi=MPI_Bcast ;;
+  allgather) cmpi=MPI_Allgather ;;
+  *) cmpi=MPI_Allreduce ;;
+esac
 # First down after the fault: a single cut is caught within 3 s; a flapping plane only
 # once an outage outlasts detection (0.6 s), which a 0.3 s flap does only when TCP's
 # retransmission backoff stretches it: anywhere within the flapping.
@@ -410,19 +419,26 @@ case $mode in
       done
       if [ "$after" -gt 0 ]; then
         # Carrying on after the error: every rank returns from every further call.
-        na=$(grep -c "failover_loop: rank [0-9]*: after the error, MPI_Allreduce $after of $after:" "$log" || true)
-        [ "$na" -eq "$np" ] || fail "carrying on after the error: $na of $np ranks returned from all $after further MPI_Allreduce calls (a hang?)"
-        if grep -q "after the error, MPI_Allreduce .*WRONG RESULT" "$log"; then
+        na=$(grep -c "failover_loop: rank [0-9]*: after the error, $cmpi $after of $after:" "$log" || true)
+        [ "$na" -eq "$np" ] || fail "carrying on after the error: $na of $np ranks returned from all $after further $cmpi calls (a hang?)"
+        if grep -q "after the error, $cmpi .*WRONG RESULT" "$log"; then
           fail "carrying on after the error: a wrong result"
         fi
-        [ "$na" -ne "$np" ] || ok "carrying on after the error: every rank returned from $after more calls ($(grep -c "after the error, MPI_Allreduce .*: exact" "$log" || true) exact results, $(grep -c "after the error, MPI_Allreduce .*: MPI error" "$log" || true) errors)"
+        [ "$na" -ne "$np" ] || ok "carrying on after the error: every rank returned from $after more calls ($(grep -c "after the error, $cmpi .*: exact" "$log" || true) exact results, $(grep -c "after the error, $cmpi .*: MPI error" "$log" || true) errors)"
+        if [ "$coll" = alltoall ]; then
+          # Every rank exchanges with the cut node in an alltoall: the first call after the
+          # error fails on every rank, also on those whose failed call had completed.
+          n1=$(grep -c "failover_loop: rank [0-9]*: after the error, $cmpi 1 of $after: MPI error" "$log" || true)
+          [ "$n1" -eq "$np" ] && ok "the first $cmpi after the error failed on every rank" ||
+            fail "the first $cmpi after the error failed on $n1 of $np ranks"
+        fi
       fi
     fi
     # The failure message names the cut node and both planes: at a peer of the cut node
     # ("peer rank N ... no plane left (plane 0 (ethA): down ...; plane 1 (ethB): down ...)")
     # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
-    pat="MPI_Allreduce on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
+    pat="$cmpi on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
     if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
       ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else

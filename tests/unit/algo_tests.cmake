@@ -7,7 +7,7 @@ endif()
 
 find_package(Threads REQUIRED)
 
-foreach(t math allreduce faults mr coll)
+foreach(t math allreduce faults mr coll alltoall alltoall_mr)
   add_executable(test_algo_${t} ${CMAKE_CURRENT_LIST_DIR}/test_algo_${t}.cc)
   target_link_libraries(test_algo_${t} PRIVATE dualrail_algo PkgConfig::CMOCKA Threads::Threads)
 endforeach()
@@ -25,4 +25,12 @@ add_test(NAME unit_algo_coll_9_16 COMMAND test_algo_coll 9 16)
 add_test(NAME unit_algo_mr COMMAND test_algo_mr)
 set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_9_12
   unit_algo_allreduce_13_16 unit_algo_faults unit_algo_mr unit_algo_coll_1_8 unit_algo_coll_9_16
+  PROPERTIES TIMEOUT 300 LABELS unit)
+# Alltoall, alltoallv: pairwise and Bruck peer math, tables by rank count, skewed v-counts,
+# in place, link failures.
+add_test(NAME unit_algo_alltoall_1_8 COMMAND test_algo_alltoall 1 8)
+add_test(NAME unit_algo_alltoall_9_13 COMMAND test_algo_alltoall 9 13)
+# The C API of both over real ucx_mr contexts on the loopback device.
+add_test(NAME unit_algo_alltoall_mr COMMAND test_algo_alltoall_mr)
+set_tests_properties(unit_algo_alltoall_1_8 unit_algo_alltoall_9_13 unit_algo_alltoall_mr
   PROPERTIES TIMEOUT 300 LABELS unit)

@@ -1,0 +1,150 @@
+/*
+ * coll/dualrail MPI_Alltoallv: checks the call, then runs the plane-striped
+ * pairwise alltoallv (dr_alltoall.h): each pair's bytes go as one message
+ * (in pipeline segments when large) that ucx_mr splits over the live planes
+ * by their weights, pairs with nothing to move are skipped on both sides.
+ * MPI_IN_PLACE as MPI defines it for alltoallv: sendcounts, sdispls and
+ * sendtype are ignored; what goes to rank q is taken from recvbuf at
+ * rdispls[q] and replaced by what comes from q (counts must be symmetric).
+ * What it does not handle goes to the previous module before any data
+ * moves: derived or non-contiguous datatypes, an inactive module. Negative
+ * displacements are taken (the buffer base moves to the lowest one).
+ * Buffers in device memory are staged whole through host memory: the span
+ * from the lowest displacement to the end of the last block, the receive
+ * span copied in first so that bytes between blocks keep their values.
+ */
+#include "coll_dualrail.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "opal/util/output.h"
+
+#include "dr_alltoall.h"
+#include "dr_coll_gpu.h"
+
+/*
+ * counts/displs (in elements of esize bytes) to bytes relative to the lowest
+ * displacement: *lo its offset in bytes, *span the bytes from there to the end
+ * of the last non-empty block. false for a negative count.
+ */
+static bool to_bytes(const int *counts, const int *displs, int n, size_t esize, size_t *bc,
+                     size_t *bd, ptrdiff_t *lo, size_t *span)
+{
+    long long min = 0;
+    int first = 1;
+    for (int q = 0; q < n; ++q) {
+        if (counts[q] < 0) {
+            return false;
+        }
+        if (first || displs[q] < min) {
+            min = displs[q];
+            first = 0;
+        }
+    }
+    *span = 0;
+    for (int q = 0; q < n; ++q) {
+        bc[q] = (size_t)counts[q] * esize;
+        bd[q] = (size_t)((long long)displs[q] - min) * esize;
+        if (bc[q] != 0 && bd[q] + bc[q] > *span) {
+            *span = bd[q] + bc[q];
+        }
+    }
+    *lo = (ptrdiff_t)(min * (long long)esize);
+    return true;
+}
+
+int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
+                                const int *rdispls, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    const int inplace = sbuf == MPI_IN_PLACE;
+    const int n = ompi_comm_size(comm);
+    size_t rsize = 0, ssize = 0, sspan = 0, rspan = 0;
+    ptrdiff_t slo = 0, rlo = 0;
+
+    ++m->calls[DR_KIND_ALLTOALLV];
+    if (!m->active || !mca_coll_dualrail_dtype_bytes(rdtype, 1, &rsize)) {
+        goto fallback;
+    }
+    if (!inplace && !mca_coll_dualrail_dtype_bytes(sdtype, 1, &ssize)) {
+        goto fallback;
+    }
+    if (m->alltoallv_layout == NULL) {
+        /* Kept with the module: one allocation per communicator, not per call. */
+        m->alltoallv_layout = malloc(4 * sizeof(size_t) * (size_t)n);
+        if (m->alltoallv_layout == NULL) {
+            goto fallback;
+        }
+    }
+    size_t *sc = m->alltoallv_layout, *sd = sc + n, *rc = sd + n, *rd = rc + n;
+    if (!to_bytes(rcounts, rdispls, n, rsize, rc, rd, &rlo, &rspan) ||
+        (!inplace && !to_bytes(scounts, sdispls, n, ssize, sc, sd, &slo, &sspan))) {
+        goto fallback; /* a negative count: erroneous, the previous module reports it */
+    }
+    const bool dev_s =
+        !inplace && sspan != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, NULL);
+    const bool dev_r = rspan != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), NULL, rbuf);
+    dr_alltoall_args_t a;
+    mca_coll_dualrail_idle_t idle_state;
+    memset(&a, 0, sizeof(a));
+    mca_coll_dualrail_args_init(m, comm, DR_KIND_ALLTOALLV, &a.c, &idle_state);
+    char *rbase = (char *)rbuf + rlo;
+    const char *sbase = inplace ? NULL : (const char *)sbuf + slo;
+    a.c.sendbuf = sbase;
+    a.c.recvbuf = rbase;
+    a.window = (int)cm->alltoall_window;
+    a.sendcounts = sc;
+    a.sdispls = sd;
+    a.recvcounts = rc;
+    a.rdispls = rd;
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: alltoallv on %s: %zu bytes out, %zu in%s",
+                     cm->world_rank, comm->c_name, sspan, rspan, inplace ? " (in place)" : "");
+    char err[512];
+    dr_status_t st = DR_OK;
+    char *host = NULL;
+    if (dev_s || dev_r) {
+        /* A staging failure fails this rank before it communicates (see bcast). */
+        host = malloc((dev_s ? sspan : 0) + (dev_r ? rspan : 0));
+        if (host == NULL) {
+            snprintf(err, sizeof(err), "no host memory to stage %zu bytes", sspan + rspan);
+            st = DR_ERR_NO_MEMORY;
+        } else {
+            char *hrecv = dev_s ? host + sspan : host;
+            if (dev_s) {
+                st = mca_coll_dualrail_stage(host, sbase, sspan, sbase, err, sizeof(err));
+                a.c.sendbuf = host;
+            }
+            if (st == DR_OK && dev_r) {
+                st = mca_coll_dualrail_stage(hrecv, rbase, rspan, rbase, err, sizeof(err));
+                a.c.recvbuf = hrecv;
+            }
+        }
+    }
+    if (st == DR_OK) {
+        st = dr_alltoallv(cm->mr, &a, err, sizeof(err));
+    }
+    if (st == DR_OK && dev_r) {
+        st = mca_coll_dualrail_stage(rbase, a.c.recvbuf, rspan, rbase, err, sizeof(err));
+    }
+    free(host);
+    if (st != DR_OK) {
+        return mca_coll_dualrail_failed(comm, "MPI_Alltoallv", st, err);
+    }
+    return OMPI_SUCCESS;
+
+fallback:
+    ++m->fallbacks[DR_KIND_ALLTOALLV];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: alltoallv on %s (%s) handed to the previous "
+                     "module",
+                     cm->world_rank, comm->c_name, rdtype->name);
+    return m->previous_alltoallv(sbuf, scounts, sdispls, sdtype, rbuf, rcounts, rdispls, rdtype,
+                                 comm, m->previous_alltoallv_module);
+}
