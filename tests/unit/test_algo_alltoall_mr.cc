@@ -21,6 +21,7 @@ extern "C" {
 #include <thread>
 #include <vector>
 
+#include "../support/mr_threads.hpp"
 #include "dr_alltoall.h"
 
 namespace {
@@ -112,6 +113,7 @@ std::vector<Result> run(World *w, const Case &c, uint32_t seq, double timeout, i
 {
     std::vector<Result> res(kRanks);
     std::vector<std::thread> th;
+    dualrail::test::RanksLeft left(absent >= 0 && absent < kRanks ? kRanks - 1 : kRanks);
     for (int r = 0; r < kRanks; ++r) {
         if (r == absent) {
             continue;
@@ -155,6 +157,7 @@ std::vector<Result> run(World *w, const Case &c, uint32_t seq, double timeout, i
             a.rdispls = o.rd.data();
             o.st = c.v ? dr_alltoallv(w->mr[r], &a, o.err, sizeof(o.err))
                        : dr_alltoall(w->mr[r], &a, o.err, sizeof(o.err));
+            left.done_then_progress(w->mr[r]);
             o.ok = o.recv[ro] == 0xa5;
             for (int q = 0; q < kRanks && o.ok; ++q) {
                 for (size_t i = 0; i < o.rc[(size_t)q] && o.ok; ++i) {

@@ -18,6 +18,7 @@ extern "C" {
 #include <thread>
 #include <vector>
 
+#include "../support/mr_threads.hpp"
 #include "dr_coll.h"
 
 namespace {
@@ -120,6 +121,7 @@ std::vector<Result> run(World *w, const Case &c, uint32_t seq, double timeout, i
 {
     std::vector<Result> res(kRanks);
     std::vector<std::thread> th;
+    dualrail::test::RanksLeft left(absent >= 0 && absent < kRanks ? kRanks - 1 : kRanks);
     for (int r = 0; r < kRanks; ++r) {
         if (r == absent) {
             continue;
@@ -153,6 +155,7 @@ std::vector<Result> run(World *w, const Case &c, uint32_t seq, double timeout, i
             a.segment_size = c.seg;
             a.timeout = timeout;
             o.st = dr_allreduce(w->mr[r], &a, o.err, sizeof(o.err));
+            left.done_then_progress(w->mr[r]);
         });
     }
     for (auto &t : th) {
