@@ -73,6 +73,16 @@ typedef struct mca_coll_dualrail_component_t {
     double spin_time;
     size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
     int gpu_standin;              /* tests: the host stand-in's device memory counts as GPU memory */
+    /* reduce, reduce_scatter_block, reduce_scatter: switches, algorithms, thresholds */
+    int reduce_enable;
+    int reduce_scatter_block_enable;
+    int reduce_scatter_enable;
+    int reduce_algorithm;         /* DR_REDUCE_* */
+    size_t reduce_small_max_bytes;
+    int reduce_scatter_block_algorithm; /* DR_REDUCE_SCATTER_* */
+    size_t reduce_scatter_block_small_max_bytes;
+    int reduce_scatter_algorithm; /* DR_REDUCE_SCATTER_* */
+    size_t reduce_scatter_small_max_bytes;
 
     /* state */
     int output;
@@ -113,6 +123,12 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_barrier_module;
     mca_coll_base_module_allgather_fn_t previous_allgather;
     mca_coll_base_module_t *previous_allgather_module;
+    mca_coll_base_module_reduce_fn_t previous_reduce;
+    mca_coll_base_module_t *previous_reduce_module;
+    mca_coll_base_module_reduce_scatter_block_fn_t previous_reduce_scatter_block;
+    mca_coll_base_module_t *previous_reduce_scatter_block_module;
+    mca_coll_base_module_reduce_scatter_fn_t previous_reduce_scatter;
+    mca_coll_base_module_t *previous_reduce_scatter_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -140,6 +156,18 @@ int mca_coll_dualrail_barrier(struct ompi_communicator_t *comm, mca_coll_base_mo
 int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                                 void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
+                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                           struct ompi_communicator_t *comm,
+                                           mca_coll_base_module_t *module);
+int mca_coll_dualrail_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */
 typedef struct mca_coll_dualrail_idle {

@@ -37,6 +37,12 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_barrier_module = NULL;
     m->previous_allgather = NULL;
     m->previous_allgather_module = NULL;
+    m->previous_reduce = NULL;
+    m->previous_reduce_module = NULL;
+    m->previous_reduce_scatter_block = NULL;
+    m->previous_reduce_scatter_block_module = NULL;
+    m->previous_reduce_scatter = NULL;
+    m->previous_reduce_scatter_module = NULL;
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -59,7 +65,10 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
     free(m->peer_ids);
     mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
-                                      m->previous_barrier_module, m->previous_allgather_module};
+                                      m->previous_barrier_module, m->previous_allgather_module,
+                                      m->previous_reduce_module,
+                                      m->previous_reduce_scatter_block_module,
+                                      m->previous_reduce_scatter_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -349,18 +358,24 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(bcast);
     DUALRAIL_SAVE(barrier);
     DUALRAIL_SAVE(allgather);
+    DUALRAIL_SAVE(reduce);
+    DUALRAIL_SAVE(reduce_scatter_block);
+    DUALRAIL_SAVE(reduce_scatter);
 #undef DUALRAIL_SAVE
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
                      m->active ? "allreduce runs on dualrail" : "pass-through",
                      m->active && m->super.coll_bcast ? ", bcast" : "",
                      m->active && m->super.coll_barrier ? ", barrier" : "",
-                     m->active && m->super.coll_allgather ? ", allgather" : "");
+                     m->active && m->super.coll_allgather ? ", allgather" : "",
+                     m->active && m->super.coll_reduce ? ", reduce" : "",
+                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block" : "",
+                     m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "");
     return OMPI_SUCCESS;
 }
 
@@ -435,6 +450,11 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->super.coll_bcast = cm->bcast_enable ? mca_coll_dualrail_bcast : NULL;
     m->super.coll_barrier = cm->barrier_enable ? mca_coll_dualrail_barrier : NULL;
     m->super.coll_allgather = cm->allgather_enable ? mca_coll_dualrail_allgather : NULL;
+    m->super.coll_reduce = cm->reduce_enable ? mca_coll_dualrail_reduce_intra : NULL;
+    m->super.coll_reduce_scatter_block =
+        cm->reduce_scatter_block_enable ? mca_coll_dualrail_reduce_scatter_block : NULL;
+    m->super.coll_reduce_scatter =
+        cm->reduce_scatter_enable ? mca_coll_dualrail_reduce_scatter : NULL;
     *priority = cm->priority;
     return &m->super;
 }

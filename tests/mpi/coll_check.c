@@ -1,6 +1,9 @@
 /*
  * MPI_Bcast, MPI_Barrier and MPI_Allgather correctness, run across lab nodes
- * with coll/dualrail selected (run_coll.sh checks that it ran them).
+ * with coll/dualrail selected (run_coll.sh checks that it ran them); the
+ * reducing collectives (MPI_Reduce, MPI_Reduce_scatter_block,
+ * MPI_Reduce_scatter) are checked by coll_check_reduce.c on the same
+ * communicators.
  *
  * Every rank can generate every rank's data (a byte pattern of rank, index
  * and case), so each result is checked against a reference computed here,
@@ -22,7 +25,7 @@
  *              allgather: the previous module runs it, bytes between the
  *              elements are left alone
  *
- *   coll_check [--quick] [--device]
+ *   coll_check [--quick] [--device] [--no-stock-op-bugs]
  *
  * --quick: the two largest counts left out. --device: the bcast and allgather
  * buffers are "device" memory of the host stand-in for a GPU (dr_gpu.h; run
@@ -40,15 +43,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coll_check.h"
 #include "gpu/dr_gpu.h"
 
-static int rank, size;
+int rank, size;
+bool no_stock_op_bugs;
 static long passed, failed;
-static const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
+const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
 static void *dev_stream;
 
 /* A device copy of host (bytes), or host itself without --device. */
-static void *to_dev(void *host, size_t bytes)
+void *to_dev(void *host, size_t bytes)
 {
     void *d = NULL;
     if (dev_mem == NULL) {
@@ -64,7 +69,7 @@ static void *to_dev(void *host, size_t bytes)
 }
 
 /* Copy a device buffer back into host and free it (nothing without --device). */
-static void from_dev(void *host, void *dev, size_t bytes)
+void from_dev(void *host, void *dev, size_t bytes)
 {
     if (dev == host) {
         return;
@@ -90,7 +95,7 @@ static unsigned char pattern(int r, size_t i, unsigned salt)
 }
 
 /* All ranks of MPI_COMM_WORLD agree on ok, by point-to-point messages only. */
-static void note(bool ok, const char *what)
+void note(bool ok, const char *what)
 {
     int all_ok = ok;
     if (rank == 0) {
@@ -319,6 +324,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (strcmp(argv[i], "--no-stock-op-bugs") == 0) {
+            no_stock_op_bugs = true;
         } else if (strcmp(argv[i], "--device") == 0) {
             dev_mem = dr_mem_standin();
             if (dev_mem->stream_create(&dev_stream) != DR_OK) {
@@ -343,8 +350,10 @@ int main(int argc, char **argv)
         matrix(comms[c], names[c], counts, c == 0 ? ncounts : (ncounts < 5 ? ncounts : 5));
         barrier_check(comms[c], names[c]);
         interleaved(comms[c], names[c]);
+        reduce_checks(comms[c], names[c], quick || c != 0);
     }
     fallbacks();
+    reduce_fallbacks();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
     MPI_Comm_free(&rev);
