@@ -83,6 +83,9 @@ typedef struct mca_coll_dualrail_component_t {
     size_t reduce_scatter_block_small_max_bytes;
     int reduce_scatter_algorithm; /* DR_REDUCE_SCATTER_* */
     size_t reduce_scatter_small_max_bytes;
+    int allgatherv_enable;
+    int allgatherv_algorithm;     /* DR_ALLGATHERV_* */
+    size_t allgatherv_small_max_bytes;
 
     /* state */
     int output;
@@ -129,6 +132,8 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_reduce_scatter_block_module;
     mca_coll_base_module_reduce_scatter_fn_t previous_reduce_scatter;
     mca_coll_base_module_t *previous_reduce_scatter_module;
+    mca_coll_base_module_allgatherv_fn_t previous_allgatherv;
+    mca_coll_base_module_t *previous_allgatherv_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -168,6 +173,10 @@ int mca_coll_dualrail_reduce_scatter(const void *sbuf, void *rbuf, const int *rc
                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                      struct ompi_communicator_t *comm,
                                      mca_coll_base_module_t *module);
+int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                 void *rbuf, const int *rcounts, const int *disps,
+                                 struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                                 mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */
 typedef struct mca_coll_dualrail_idle {

@@ -71,6 +71,13 @@ static const mca_base_var_enum_value_t reduce_scatter_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t allgatherv_values[] = {
+    {DR_ALLGATHERV_AUTO, "auto"},
+    {DR_ALLGATHERV_RING, "ring"},
+    {DR_ALLGATHERV_BRUCK, "bruck"},
+    {0, NULL},
+};
+
 static int reg(const char *name, const char *help, mca_base_var_type_t type,
                mca_base_var_enum_t *enumerator, int level, void *storage)
 {
@@ -251,6 +258,20 @@ static int dualrail_register(void)
         "of the receive counts) up to this many bytes use recursive halving, larger ones the "
         "ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
         &cm->reduce_scatter_small_max_bytes);
+    cm->allgatherv_enable = 1;
+    reg("allgatherv", "Run MPI_Allgatherv on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->allgatherv_enable);
+    mca_base_var_enum_t *agvs = NULL;
+    mca_base_var_enum_create("coll_dualrail_allgatherv_algorithms", allgatherv_values, &agvs);
+    cm->allgatherv_algorithm = DR_ALLGATHERV_AUTO;
+    reg("allgatherv_algorithm", "Allgatherv algorithm: auto (Bruck up to "
+        "allgatherv_small_max_bytes in all, pipelined ring above), ring, bruck",
+        MCA_BASE_VAR_TYPE_INT, agvs, OPAL_INFO_LVL_5, &cm->allgatherv_algorithm);
+    OBJ_RELEASE(agvs);
+    cm->allgatherv_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("allgatherv_small_max_bytes", "With allgatherv_algorithm auto: results (the sum of the "
+        "receive counts) up to this many bytes use Bruck, larger ones the ring",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->allgatherv_small_max_bytes);
     mca_coll_dualrail_stats_register();
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "

@@ -43,6 +43,8 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_reduce_scatter_block_module = NULL;
     m->previous_reduce_scatter = NULL;
     m->previous_reduce_scatter_module = NULL;
+    m->previous_allgatherv = NULL;
+    m->previous_allgatherv_module = NULL;
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -68,7 +70,8 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
                                       m->previous_barrier_module, m->previous_allgather_module,
                                       m->previous_reduce_module,
                                       m->previous_reduce_scatter_block_module,
-                                      m->previous_reduce_scatter_module};
+                                      m->previous_reduce_scatter_module,
+                                      m->previous_allgatherv_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -361,13 +364,14 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(reduce);
     DUALRAIL_SAVE(reduce_scatter_block);
     DUALRAIL_SAVE(reduce_scatter);
+    DUALRAIL_SAVE(allgatherv);
 #undef DUALRAIL_SAVE
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s%s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
                      m->active ? "allreduce runs on dualrail" : "pass-through",
                      m->active && m->super.coll_bcast ? ", bcast" : "",
@@ -375,7 +379,8 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
                      m->active && m->super.coll_allgather ? ", allgather" : "",
                      m->active && m->super.coll_reduce ? ", reduce" : "",
                      m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block" : "",
-                     m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "");
+                     m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "",
+                     m->active && m->super.coll_allgatherv ? ", allgatherv" : "");
     return OMPI_SUCCESS;
 }
 
@@ -455,6 +460,7 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         cm->reduce_scatter_block_enable ? mca_coll_dualrail_reduce_scatter_block : NULL;
     m->super.coll_reduce_scatter =
         cm->reduce_scatter_enable ? mca_coll_dualrail_reduce_scatter : NULL;
+    m->super.coll_allgatherv = cm->allgatherv_enable ? mca_coll_dualrail_allgatherv : NULL;
     *priority = cm->priority;
     return &m->super;
 }

@@ -12,6 +12,7 @@
 
 #include "algo/allreduce.hpp"
 #include "algo/collectives.hpp"
+#include "algo/gathers.hpp"
 #include "algo/reductions.hpp"
 #include "algo/transport.hpp"
 #include "mr_transport.hpp"
@@ -32,6 +33,9 @@ static_assert((int)DR_REDUCE_BINOMIAL == (int)kReduceBinomial &&
                   (int)DR_REDUCE_SCATTER_RING == (int)kReduceScatterRing &&
                   (int)DR_REDUCE_SCATTER_HALVING == (int)kReduceScatterHalving,
               "reduce and reduce_scatter ids");
+static_assert((int)DR_ALLGATHERV_RING == (int)kAllgathervRing &&
+                  (int)DR_ALLGATHERV_BRUCK == (int)kAllgathervBruck,
+              "allgatherv ids");
 static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
                   (int)DR_BCAST_SCATTER_ALLGATHER == (int)kBcastScatterAllgather &&
                   (int)DR_ALLGATHER_RING == (int)kAllgatherRing &&
@@ -68,6 +72,8 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
                              st = reduce_scatter_block(t, q, &data_scratch, why);
                          } else if (kind == kKindReduceScatter) {
                              st = reduce_scatter(t, q, &data_scratch, why);
+                         } else if (kind == kKindAllgatherv) {
+                             st = allgatherv(t, q, &data_scratch, why);
                          } else {
                              st = allgather(t, q, &data_scratch, why);
                          }
@@ -169,4 +175,10 @@ extern "C" int dr_reduce_scatter_block_choose(const dr_coll_args_t *a)
                              ? SIZE_MAX
                              : a->bytes * (size_t)(a->size > 0 ? a->size : 0);
     return reduce_scatter_choose(to_params(a, kKindReduceScatterBlock), total);
+}
+
+extern "C" dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
+                                     size_t errlen)
+{
+    return run_kind(mr, a, kKindAllgatherv, err, errlen);
 }

@@ -146,6 +146,12 @@ dr_status_t dr_reduce_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, s
 int dr_reduce_choose(const dr_coll_args_t *a);
 int dr_reduce_scatter_block_choose(const dr_coll_args_t *a);
 
+/* Allgatherv: counts[r] bytes of rank r land at recvbuf + displs[r] on every rank; sendbuf:
+ * this rank's block (NULL or recvbuf + displs[rank]: in place). small_max_bytes: AUTO
+ * takes Bruck up to this many bytes in all (0: 64 KiB), the ring above. */
+enum { DR_ALLGATHERV_AUTO = 0, DR_ALLGATHERV_RING = 1, DR_ALLGATHERV_BRUCK = 2 };
+dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

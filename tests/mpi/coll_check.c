@@ -351,9 +351,11 @@ int main(int argc, char **argv)
         barrier_check(comms[c], names[c]);
         interleaved(comms[c], names[c]);
         reduce_checks(comms[c], names[c], quick || c != 0);
+        allgatherv_checks(comms[c], names[c], quick || c != 0);
     }
     fallbacks();
     reduce_fallbacks();
+    allgatherv_fallbacks();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
     MPI_Comm_free(&rev);

@@ -30,4 +30,9 @@ void reduce_checks(MPI_Comm comm, const char *cname, bool quick);
 /* User-defined ops and derived datatypes through the previous module. */
 void reduce_fallbacks(void);
 
+/* coll_check_v.c: MPI_Allgatherv with zero and skewed counts, gaps, in place; a derived
+ * datatype through the previous module. */
+void allgatherv_checks(MPI_Comm comm, const char *cname, bool quick);
+void allgatherv_fallbacks(void);
+
 #endif
