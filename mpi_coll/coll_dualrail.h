@@ -86,6 +86,10 @@ typedef struct mca_coll_dualrail_component_t {
     int allgatherv_enable;
     int allgatherv_algorithm;     /* DR_ALLGATHERV_* */
     size_t allgatherv_small_max_bytes;
+    int gather_enable;            /* gather and scatter: binomial trees */
+    int scatter_enable;
+    int gatherv_enable;           /* gatherv and scatterv: linear with a window */
+    int scatterv_enable;
 
     /* state */
     int output;
@@ -134,6 +138,14 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_reduce_scatter_module;
     mca_coll_base_module_allgatherv_fn_t previous_allgatherv;
     mca_coll_base_module_t *previous_allgatherv_module;
+    mca_coll_base_module_gather_fn_t previous_gather;
+    mca_coll_base_module_t *previous_gather_module;
+    mca_coll_base_module_gatherv_fn_t previous_gatherv;
+    mca_coll_base_module_t *previous_gatherv_module;
+    mca_coll_base_module_scatter_fn_t previous_scatter;
+    mca_coll_base_module_t *previous_scatter_module;
+    mca_coll_base_module_scatterv_fn_t previous_scatterv;
+    mca_coll_base_module_t *previous_scatterv_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -177,6 +189,20 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
                                  void *rbuf, const int *rcounts, const int *disps,
                                  struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
                                  mca_coll_base_module_t *module);
+int mca_coll_dualrail_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                              void *rbuf, const int *rcounts, const int *disps,
+                              struct ompi_datatype_t *rdtype, int root,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                              void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *disps,
+                               struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                               struct ompi_datatype_t *rdtype, int root,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */
 typedef struct mca_coll_dualrail_idle {

@@ -272,6 +272,20 @@ static int dualrail_register(void)
     reg("allgatherv_small_max_bytes", "With allgatherv_algorithm auto: results (the sum of the "
         "receive counts) up to this many bytes use Bruck, larger ones the ring",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->allgatherv_small_max_bytes);
+    cm->gather_enable = 1;
+    reg("gather", "Run MPI_Gather on dualrail (binomial tree; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->gather_enable);
+    cm->scatter_enable = 1;
+    reg("scatter", "Run MPI_Scatter on dualrail (binomial tree; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->scatter_enable);
+    cm->gatherv_enable = 1;
+    reg("gatherv", "Run MPI_Gatherv on dualrail (linear, at most 8 transfers in flight at the "
+        "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
+        OPAL_INFO_LVL_4, &cm->gatherv_enable);
+    cm->scatterv_enable = 1;
+    reg("scatterv", "Run MPI_Scatterv on dualrail (linear, at most 8 transfers in flight at the "
+        "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
+        OPAL_INFO_LVL_4, &cm->scatterv_enable);
     mca_coll_dualrail_stats_register();
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "

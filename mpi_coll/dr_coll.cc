@@ -74,6 +74,14 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
                              st = reduce_scatter(t, q, &data_scratch, why);
                          } else if (kind == kKindAllgatherv) {
                              st = allgatherv(t, q, &data_scratch, why);
+                         } else if (kind == kKindGather) {
+                             st = gather(t, q, &data_scratch, why);
+                         } else if (kind == kKindScatter) {
+                             st = scatter(t, q, &data_scratch, why);
+                         } else if (kind == kKindGatherv) {
+                             st = gatherv(t, q, why);
+                         } else if (kind == kKindScatterv) {
+                             st = scatterv(t, q, why);
                          } else {
                              st = allgather(t, q, &data_scratch, why);
                          }
@@ -181,4 +189,24 @@ extern "C" dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char 
                                      size_t errlen)
 {
     return run_kind(mr, a, kKindAllgatherv, err, errlen);
+}
+
+extern "C" dr_status_t dr_gather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindGather, err, errlen);
+}
+
+extern "C" dr_status_t dr_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindScatter, err, errlen);
+}
+
+extern "C" dr_status_t dr_gatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindGatherv, err, errlen);
+}
+
+extern "C" dr_status_t dr_scatterv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindScatterv, err, errlen);
 }

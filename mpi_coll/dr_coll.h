@@ -152,6 +152,18 @@ int dr_reduce_scatter_block_choose(const dr_coll_args_t *a);
 enum { DR_ALLGATHERV_AUTO = 0, DR_ALLGATHERV_RING = 1, DR_ALLGATHERV_BRUCK = 2 };
 dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
 
+/*
+ * Gather, scatter (binomial trees; bytes: one rank's block, the same on every rank) and
+ * gatherv, scatterv (linear with a window; at the root counts and displs in bytes, on the
+ * others bytes: this rank's block). In place at the root: gather(v) sendbuf NULL (its
+ * block already in recvbuf), scatter(v) recvbuf NULL (its block stays in sendbuf).
+ * algorithm: 0 or 1 (the only one).
+ */
+dr_status_t dr_gather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_gatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_scatterv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,5 +93,193 @@ dr_status_t allgatherv(Transport &t, const Params &in, Scratch *scratch, std::st
     return allgatherv_bruck(t, p, scratch != nullptr ? *scratch : local, err);
 }
 
+namespace {
+
+/* The checks of the rooted kinds: kind, the common ones, root, algorithm. */
+dr_status_t check_rooted(const Params &p, int kind, std::string *err)
+{
+    if (p.kind != kind) {
+        return reject(err, p.kind, "not a %s", kind_name(kind));
+    }
+    dr_status_t st = check_common(p, err);
+    if (st != DR_OK) {
+        return st;
+    }
+    if (p.root < 0 || p.root >= p.size) {
+        return reject(err, kind, "root %d out of range for a communicator of %d", p.root, p.size);
+    }
+    if (p.algorithm != kAlgoAuto && p.algorithm != kGatherBinomial) {
+        return reject(err, kind, "unknown algorithm %d", p.algorithm);
+    }
+    return DR_OK;
+}
+
+Params rooted_defaults(const Params &in)
+{
+    Params p = in;
+    p.seq &= kSeqMask;
+    p.segment_size = in.segment_size == 0 ? kDefaultSegmentBytes : in.segment_size;
+    return p;
+}
+
+/* gatherv/scatterv at the root: counts and displacements present and not overflowing. */
+dr_status_t check_v_root(const Params &p, size_t *total, std::string *err)
+{
+    if (p.counts == nullptr || p.displs == nullptr) {
+        return reject(err, p.kind, "no counts or displacements at the root");
+    }
+    *total = 0;
+    for (int r = 0; r < p.size; ++r) {
+        if (*total + p.counts[r] < *total || p.displs[r] + p.counts[r] < p.displs[r]) {
+            return reject(err, p.kind, "the counts and displacements overflow size_t");
+        }
+        *total += p.counts[r];
+    }
+    return DR_OK;
+}
+
+} // namespace
+
+dr_status_t gather(Transport &t, const Params &in, Scratch *scratch, std::string *err)
+{
+    dr_status_t st = check_rooted(in, kKindGather, err);
+    if (st != DR_OK) {
+        return st;
+    }
+    if (in.count > SIZE_MAX / (size_t)in.size) {
+        return reject(err, in.kind, "%d blocks of %zu bytes overflow size_t", in.size, in.count);
+    }
+    if (in.count == 0) {
+        clear_err(err);
+        return DR_OK;
+    }
+    const bool root = in.rank == in.root;
+    if ((root && in.recvbuf == nullptr) || (!root && in.sendbuf == nullptr)) {
+        return reject(err, in.kind, root ? "no receive buffer at the root" : "no send buffer");
+    }
+    Params p = rooted_defaults(in);
+    if (root && p.sendbuf == nullptr) {
+        p.sendbuf = static_cast<char *>(p.recvbuf) + (size_t)p.rank * p.count; /* in place */
+    }
+    if (p.size == 1) {
+        if (p.sendbuf != p.recvbuf) {
+            memcpy(p.recvbuf, p.sendbuf, p.count);
+        }
+        clear_err(err);
+        return DR_OK;
+    }
+    Scratch local;
+    return gather_binomial(t, p, scratch != nullptr ? *scratch : local, err);
+}
+
+dr_status_t scatter(Transport &t, const Params &in, Scratch *scratch, std::string *err)
+{
+    dr_status_t st = check_rooted(in, kKindScatter, err);
+    if (st != DR_OK) {
+        return st;
+    }
+    if (in.count > SIZE_MAX / (size_t)in.size) {
+        return reject(err, in.kind, "%d blocks of %zu bytes overflow size_t", in.size, in.count);
+    }
+    if (in.count == 0) {
+        clear_err(err);
+        return DR_OK;
+    }
+    const bool root = in.rank == in.root;
+    if ((root && in.sendbuf == nullptr) || (!root && in.recvbuf == nullptr)) {
+        return reject(err, in.kind, root ? "no send buffer at the root" : "no receive buffer");
+    }
+    Params p = rooted_defaults(in);
+    const char *mine = static_cast<const char *>(p.sendbuf) + (size_t)p.rank * p.count;
+    if (root && p.recvbuf == mine) {
+        p.recvbuf = nullptr; /* in place: the root's block stays where it is */
+    }
+    if (p.size == 1) {
+        if (p.recvbuf != nullptr) {
+            memcpy(p.recvbuf, p.sendbuf, p.count);
+        }
+        clear_err(err);
+        return DR_OK;
+    }
+    Scratch local;
+    return scatter_binomial(t, p, scratch != nullptr ? *scratch : local, err);
+}
+
+dr_status_t gatherv(Transport &t, const Params &in, std::string *err)
+{
+    dr_status_t st = check_rooted(in, kKindGatherv, err);
+    if (st != DR_OK) {
+        return st;
+    }
+    Params p = rooted_defaults(in);
+    if (p.rank == p.root) {
+        size_t total = 0;
+        if ((st = check_v_root(p, &total, err)) != DR_OK) {
+            return st;
+        }
+        if (total == 0) {
+            clear_err(err);
+            return DR_OK;
+        }
+        if (p.recvbuf == nullptr) {
+            return reject(err, p.kind, "no receive buffer at the root");
+        }
+        if (p.sendbuf == nullptr) {
+            p.sendbuf = static_cast<char *>(p.recvbuf) + p.displs[p.rank]; /* in place */
+        }
+    } else if (p.count == 0) {
+        clear_err(err); /* nothing of ours: the root expects nothing from us */
+        return DR_OK;
+    } else if (p.sendbuf == nullptr) {
+        return reject(err, p.kind, "no send buffer");
+    }
+    if (p.size == 1) {
+        if (p.sendbuf != static_cast<char *>(p.recvbuf) + p.displs[0]) {
+            memcpy(static_cast<char *>(p.recvbuf) + p.displs[0], p.sendbuf, p.counts[0]);
+        }
+        clear_err(err);
+        return DR_OK;
+    }
+    return gatherv_linear(t, p, err);
+}
+
+dr_status_t scatterv(Transport &t, const Params &in, std::string *err)
+{
+    dr_status_t st = check_rooted(in, kKindScatterv, err);
+    if (st != DR_OK) {
+        return st;
+    }
+    Params p = rooted_defaults(in);
+    if (p.rank == p.root) {
+        size_t total = 0;
+        if ((st = check_v_root(p, &total, err)) != DR_OK) {
+            return st;
+        }
+        if (total == 0) {
+            clear_err(err);
+            return DR_OK;
+        }
+        if (p.sendbuf == nullptr) {
+            return reject(err, p.kind, "no send buffer at the root");
+        }
+        if (p.recvbuf == static_cast<const char *>(p.sendbuf) + p.displs[p.rank]) {
+            p.recvbuf = nullptr; /* in place */
+        }
+    } else if (p.count == 0) {
+        clear_err(err);
+        return DR_OK;
+    } else if (p.recvbuf == nullptr) {
+        return reject(err, p.kind, "no receive buffer");
+    }
+    if (p.size == 1) {
+        if (p.recvbuf != nullptr && p.counts[0] != 0) {
+            memcpy(p.recvbuf, static_cast<const char *>(p.sendbuf) + p.displs[0], p.counts[0]);
+        }
+        clear_err(err);
+        return DR_OK;
+    }
+    return scatterv_linear(t, p, err);
+}
+
 } // namespace coll
 } // namespace dualrail

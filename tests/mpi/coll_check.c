@@ -25,7 +25,7 @@
  *              allgather: the previous module runs it, bytes between the
  *              elements are left alone
  *
- *   coll_check [--quick] [--device] [--no-stock-op-bugs]
+ *   coll_check [--quick] [--device] [--no-stock-op-bugs] [--light]
  *
  * --quick: the two largest counts left out. --device: the bcast and allgather
  * buffers are "device" memory of the host stand-in for a GPU (dr_gpu.h; run
@@ -48,6 +48,7 @@
 
 int rank, size;
 bool no_stock_op_bugs;
+bool light;
 static long passed, failed;
 const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
 static void *dev_stream;
@@ -326,6 +327,8 @@ int main(int argc, char **argv)
             quick = true;
         } else if (strcmp(argv[i], "--no-stock-op-bugs") == 0) {
             no_stock_op_bugs = true;
+        } else if (strcmp(argv[i], "--light") == 0) {
+            light = true;
         } else if (strcmp(argv[i], "--device") == 0) {
             dev_mem = dr_mem_standin();
             if (dev_mem->stream_create(&dev_stream) != DR_OK) {
@@ -350,8 +353,17 @@ int main(int argc, char **argv)
         matrix(comms[c], names[c], counts, c == 0 ? ncounts : (ncounts < 5 ? ncounts : 5));
         barrier_check(comms[c], names[c]);
         interleaved(comms[c], names[c]);
+        /* each section's time on rank 0: what a slow path costs the CI run */
+        double t0 = MPI_Wtime();
         reduce_checks(comms[c], names[c], quick || c != 0);
+        double t1 = MPI_Wtime();
         allgatherv_checks(comms[c], names[c], quick || c != 0);
+        double t2 = MPI_Wtime();
+        rooted_checks(comms[c], names[c], quick || c != 0);
+        if (rank == 0) {
+            printf("coll_check: %s: reductions %.2f s, allgatherv %.2f s, gather/scatter %.2f s\n",
+                   names[c], t1 - t0, t2 - t1, MPI_Wtime() - t2);
+        }
     }
     fallbacks();
     reduce_fallbacks();

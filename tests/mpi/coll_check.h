@@ -16,6 +16,9 @@ extern int rank, size;
 extern const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
 /* --no-stock-op-bugs: the previous module reduces; skip the pairs Open MPI 4.1.4 gets wrong */
 extern bool no_stock_op_bugs;
+/* --light: fewer cases of the reductions, allgatherv and gather/scatter (runs where the
+ * previous module, much slower on the lab, does the work) */
+extern bool light;
 
 /* All ranks of MPI_COMM_WORLD agree on ok, by point-to-point messages only. */
 void note(bool ok, const char *what);
@@ -34,5 +37,7 @@ void reduce_fallbacks(void);
  * datatype through the previous module. */
 void allgatherv_checks(MPI_Comm comm, const char *cname, bool quick);
 void allgatherv_fallbacks(void);
+/* coll_check_v.c: MPI_Gather(v), MPI_Scatter(v), every root, in place, zero and skewed counts. */
+void rooted_checks(MPI_Comm comm, const char *cname, bool quick);
 
 #endif

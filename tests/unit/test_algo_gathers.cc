@@ -193,6 +193,127 @@ void test_allgatherv_table(void **state)
     }
 }
 
+/*
+ * Gather, scatter (count bytes per rank) and gatherv, scatterv (the patterns and
+ * layouts above), every root, in place at the root or not; the root's buffer checked
+ * byte by byte (gaps untouched), a non-root's receive buffer too.
+ */
+void run_rooted_table(int n, int kind)
+{
+    const bool v = kind == kKindGatherv || kind == kKindScatterv;
+    const bool gath = kind == kKindGather || kind == kKindGatherv;
+    struct Case {
+        int pattern, layout, root;
+        size_t count;
+        bool inplace;
+    };
+    std::vector<Case> cases;
+    for (int pattern = 0; pattern < (v ? 4 : 1); ++pattern) {
+        for (size_t count : {(size_t)0, (size_t)1, (size_t)13, (size_t)3000}) {
+            for (int root = 0; root < n; ++root) {
+                if (count >= 3000 && root != 0 && root != n - 1) {
+                    continue;
+                }
+                const int layout = v ? (root + pattern) % 2 : 0;
+                cases.push_back(Case{pattern, layout, root, count, (root + (int)count) % 2 == 1});
+            }
+        }
+    }
+    fake::Net net(n, kComm);
+    fake::Barrier bar(n);
+    Failures fails;
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Scratch scratch;
+            for (size_t ci = 0; ci < cases.size(); ++ci) {
+                const Case &c = cases[ci];
+                const bool root = rank == c.root;
+                const std::vector<size_t> cnt = counts_of(c.pattern, n, c.count);
+                std::vector<size_t> dsp;
+                const size_t len = displs_of(c.layout, cnt, dsp);
+                const size_t mine = cnt[(size_t)rank];
+                /* the root's big buffer (gathered into or scattered from) and a small one */
+                std::vector<unsigned char> big(len + 1, 0xa5), small(mine + 1, 0xa5);
+                std::vector<unsigned char> want_big = big, want_small = small;
+                for (int r = 0; r < n; ++r) {
+                    for (size_t i = 0; i < cnt[(size_t)r]; ++i) {
+                        want_big[dsp[(size_t)r] + i] = byte_of(r, i, ci);
+                    }
+                }
+                for (size_t i = 0; i < mine; ++i) {
+                    want_small[i] = byte_of(rank, i, ci);
+                }
+                Params p = params(kind, rank, n, t);
+                p.root = c.root;
+                p.count = mine;
+                p.seq = (uint32_t)ci;
+                if (v && root) {
+                    p.counts = cnt.data();
+                    p.displs = dsp.data();
+                }
+                const bool inplace = c.inplace && root;
+                if (gath) {
+                    small = want_small;
+                    if (inplace) {
+                        memcpy(big.data() + dsp[(size_t)rank], small.data(), mine);
+                    }
+                    p.sendbuf = inplace ? nullptr : small.data();
+                    p.recvbuf = root ? big.data() : nullptr;
+                } else {
+                    if (root) {
+                        big = want_big;
+                    }
+                    p.sendbuf = root ? big.data() : nullptr;
+                    p.recvbuf = inplace ? (ci % 2 ? nullptr : big.data() + dsp[(size_t)rank])
+                                        : small.data();
+                }
+                bar.wait();
+                std::string err;
+                Scratch *s = ci % 3 == 0 ? nullptr : &scratch;
+                const dr_status_t st = kind == kKindGather    ? gather(t, p, s, &err)
+                                       : kind == kKindScatter ? scatter(t, p, s, &err)
+                                       : kind == kKindGatherv ? gatherv(t, p, &err)
+                                                              : scatterv(t, p, &err);
+                char what[200];
+                snprintf(what, sizeof(what),
+                         "%s n=%d pattern=%d layout=%d count=%zu root=%d%s rank %d",
+                         kind_name(kind), n, c.pattern, c.layout, c.count, c.root,
+                         inplace ? " in place" : "", rank);
+                const bool ok =
+                    gath ? (!root || big == want_big) && small == want_small
+                         : (!root || big == want_big) &&
+                               (inplace ? small == std::vector<unsigned char>(mine + 1, 0xa5)
+                                        : small == want_small);
+                if (st != DR_OK) {
+                    fails.add(std::string(what) + ": status " + std::to_string(st) + ": " + err);
+                } else if (!ok) {
+                    fails.add(std::string(what) +
+                              ": wrong data, a gap written or a buffer changed");
+                }
+                bar.wait();
+                if (rank == 0) {
+                    net.forget_keys();
+                }
+                bar.wait();
+            }
+        },
+        280, kind_name(kind));
+    report(fails, net);
+}
+
+void test_rooted_tables(void **state)
+{
+    (void)state;
+    for (int n = g_lo; n <= g_hi; ++n) {
+        for (int kind :
+             {(int)kKindGather, (int)kKindScatter, (int)kKindGatherv, (int)kKindScatterv}) {
+            run_rooted_table(n, kind);
+        }
+    }
+}
+
 struct Outcome {
     dr_status_t st = DR_OK;
     std::string err;
@@ -263,6 +384,66 @@ void test_allgatherv_link_failure(void **state)
     check_link_failure(kAllgathervBruck, 6, 50, 2, 4, 1);
 }
 
+/* Gather/scatter(v) with a link failing: its ends get an error, nobody hangs. */
+void check_rooted_failure(int kind, int n, int root, int a, int b, long after)
+{
+    fake::Net net(n, kComm);
+    net.fail_link(a, b, after);
+    std::vector<Outcome> out((size_t)n);
+    const size_t bs = 100;
+    std::vector<size_t> cnt((size_t)n, bs), dsp((size_t)n);
+    for (int r = 0; r < n; ++r) {
+        dsp[(size_t)r] = (size_t)r * bs;
+    }
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Params p = params(kind, rank, n, t);
+            p.timeout = -1;
+            p.root = root;
+            p.count = bs;
+            p.counts = cnt.data();
+            p.displs = dsp.data();
+            Outcome &o = out[(size_t)rank];
+            o.buf.assign(bs * (size_t)n * 2, 7);
+            p.sendbuf = o.buf.data();
+            p.recvbuf = o.buf.data() + bs * (size_t)n;
+            o.st = kind == kKindGather    ? gather(t, p, &o.scratch, &o.err)
+                   : kind == kKindScatter ? scatter(t, p, &o.scratch, &o.err)
+                   : kind == kKindGatherv ? gatherv(t, p, &o.err)
+                                          : scatterv(t, p, &o.err);
+        },
+        60, "rooted link failure");
+    int errors = 0;
+    for (int r = 0; r < n; ++r) {
+        const Outcome &o = out[(size_t)r];
+        if (o.st != DR_OK) {
+            ++errors;
+            assert_true(o.err.find(std::string(kind_name(kind)) + ", rank " + std::to_string(r)) !=
+                        std::string::npos);
+        }
+        if (r == a || r == b) {
+            assert_int_not_equal(o.st, DR_OK);
+        }
+    }
+    print_message("%s n=%d root %d link %d-%d after %ld: %d of %d ranks failed; rank %d: %s\n",
+                  kind_name(kind), n, root, a, b, after, errors, n, b, out[(size_t)b].err.c_str());
+    assert_int_equal(net.violations().size(), 0);
+}
+
+void test_rooted_link_failure(void **state)
+{
+    (void)state;
+    /* binomial root 0 on 6: the edge 0-4 carries the subtree {4, 5} */
+    check_rooted_failure(kKindGather, 6, 0, 0, 4, 0);
+    check_rooted_failure(kKindGather, 6, 2, 0, 2, 0); /* relative 4 -> 0: the subtree {4, 5} */
+    check_rooted_failure(kKindScatter, 6, 0, 0, 4, 0);
+    check_rooted_failure(kKindScatter, 7, 3, 3, 5, 0);
+    check_rooted_failure(kKindGatherv, 5, 1, 1, 3, 0);
+    check_rooted_failure(kKindScatterv, 5, 4, 4, 0, 0);
+}
+
 void test_invalid_args(void **state)
 {
     (void)state;
@@ -319,6 +500,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_allgatherv_table),
         cmocka_unit_test(test_allgatherv_link_failure),
+        cmocka_unit_test(test_rooted_tables),
+        cmocka_unit_test(test_rooted_link_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
