@@ -274,6 +274,24 @@ static void interleaved(MPI_Comm comm, const char *cname)
         ok &= allgather_one(comm, cname, &types[3], 77, round % 2, 600u + round);
         ok &= MPI_Barrier(comm) == MPI_SUCCESS;
         ok &= bcast_one(comm, cname, &types[0], 70001, (round + 1) % csize, 700u + round);
+        /* the kinds of coll_check_reduce.c and coll_check_v.c in the same run of calls */
+        long r1[301], r2[301], blk[64];
+        const int n1 = csize <= 64 ? 301 / csize : 0, root = (round + 2) % csize;
+        for (int i = 0; i < 301; ++i) {
+            r1[i] = crank * 1000 + i + round;
+        }
+        ok &= MPI_Reduce(r1, r2, 301, MPI_LONG, MPI_SUM, root, comm) == MPI_SUCCESS;
+        for (int i = 0; crank == root && i < 301; ++i) {
+            ok &= r2[i] == want + (long)i * csize;
+        }
+        ok &= MPI_Reduce_scatter_block(r1, blk, n1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS;
+        for (int i = 0; i < n1; ++i) {
+            ok &= blk[i] == want + (long)(crank * n1 + i) * csize;
+        }
+        ok &= MPI_Gather(&r1[0], 1, MPI_LONG, r2, 1, MPI_LONG, root, comm) == MPI_SUCCESS;
+        for (int r = 0; crank == root && r < csize && r < 301; ++r) {
+            ok &= r2[r] == r * 1000 + round;
+        }
     }
     char what[96];
     snprintf(what, sizeof(what), "interleaved kinds on %s", cname);
