@@ -27,8 +27,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=$(mktemp) err=$(mktemp) verdict=$(mktemp)
+trap 'rm -f "$out" "$err" "$verdict"' EXIT
 mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100)
 [ "$off" -eq 0 ] || mca+=(--mca coll_dualrail_bcast 0 --mca coll_dualrail_barrier 0
                           --mca coll_dualrail_allgather 0 --mca coll_dualrail_reduce 0
@@ -38,12 +38,16 @@ mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100)
                           --mca coll_dualrail_scatter 0 --mca coll_dualrail_scatterv 0)
 [ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
 rc=0
+# The ranks' stdout (the verdict) apart from their stderr (coll/dualrail's lines): mpirun
+# forwards the two streams of a rank independently, so a stdout line could land in the middle
+# of a stderr line (seen with the per-kind counter lines printed as communicators are freed).
 timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "${mca[@]}" \
-  "$bin" "$@" >"$out" 2>&1 || rc=$?
+  "$bin" "$@" >"$verdict" 2>"$err" || rc=$?
+cat "$verdict" "$err" >"$out"
 cat "$out"
 fail() { echo "run_coll.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc"
-grep -Eq "^[0-9]+ passed, 0 failed$" "$out" || fail "the check did not pass"
+grep -Eq "^[0-9]+ passed, 0 failed$" "$verdict" || fail "the check did not pass"
 world="communicator MPI_COMM_WORLD .*allreduce runs on dualrail"
 if [ "$off" -eq 1 ]; then
   n=$(grep -c "$world" "$out" || true)
