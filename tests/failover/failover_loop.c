@@ -474,8 +474,8 @@ int main(int argc, char **argv)
         weights_open(&w);
     }
 
-    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || errors_return)) {
-        usage(); /* device buffers and the cut modes: the allreduce loop only */
+    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || after_error > 0)) {
+        usage(); /* device buffers and carrying on after an error: the allreduce loop only */
         MPI_Finalize();
         return EXIT_USAGE;
     }

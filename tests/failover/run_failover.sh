@@ -44,8 +44,9 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), --coll bcast|allgather (fault and flap: the
-#   loop runs that collective instead of MPI_Allreduce, with the same checks),
+#   that every rank staged them), --coll bcast|allgather|reduce|
+#   reduce_scatter_block (fault, flap and cut without --continue: the loop
+#   runs that collective instead of MPI_Allreduce, with the same checks),
 #   and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
@@ -422,7 +423,11 @@ case $mode in
     # ("peer rank N ... no plane left (plane 0 (ethA): down ...; plane 1 (ethB): down ...)")
     # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
-    pat="MPI_Allreduce on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
+    case $coll in
+      bcast) mpi_name=MPI_Bcast ;; allgather) mpi_name=MPI_Allgather ;; reduce) mpi_name=MPI_Reduce ;;
+      reduce_scatter_block) mpi_name=MPI_Reduce_scatter_block ;; *) mpi_name=MPI_Allreduce ;;
+    esac
+    pat="$mpi_name on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
     if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
       ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else
