@@ -20,8 +20,8 @@
  *                 poisoned (must stay untouched)
  *   v counts      MPI_Reduce_scatter with equal, zero-for-some, skewed and
  *                 all-on-one receive counts, in place and not
- * The fallbacks (reduce_fallbacks): a user-defined op and a derived datatype
- * in each collective, run by the previous module.
+ * The fallbacks (reduce_fallbacks): a user-defined op (commutative and not)
+ * and a derived datatype in each collective, run by the previous module.
  * With --device the send and receive buffers are stand-in device memory;
  * --no-stock-op-bugs leaves out the pairs stock Open MPI 4.1.4 computes
  * wrongly (for runs where the previous module reduces).
@@ -478,8 +478,9 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 /* A user op and a derived datatype in each reducing collective: the previous module. */
 void reduce_fallbacks(void)
 {
-    MPI_Op uop;
+    MPI_Op uop, nop;
     MPI_Op_create(user_sum, 1, &uop);
+    MPI_Op_create(user_sum, 0, &nop); /* declared non-commutative: the previous module too */
     MPI_Datatype pair;
     MPI_Type_contiguous(2, MPI_INT, &pair);
     MPI_Type_commit(&pair);
@@ -490,12 +491,12 @@ void reduce_fallbacks(void)
     for (int i = 0; ok && i < N * size; ++i) {
         in[i] = rank + i;
     }
-    for (int variant = 0; ok && variant < 2; ++variant) {
+    for (int variant = 0; ok && variant < 3; ++variant) {
         /* variant 0: the user op on MPI_INT; 1: on a derived pair of ints (MPI allows
-         * predefined ops on predefined types only) */
-        MPI_Datatype t = variant ? pair : MPI_INT;
-        MPI_Op op = uop;
-        const int n = variant ? N / 2 : N;
+         * predefined ops on predefined types only); 2: a non-commutative user op */
+        MPI_Datatype t = variant == 1 ? pair : MPI_INT;
+        MPI_Op op = variant == 2 ? nop : uop;
+        const int n = variant == 1 ? N / 2 : N;
         memset(out, 0, sizeof(out));
         ok &= MPI_Reduce(in, out, n, t, op, size - 1, MPI_COMM_WORLD) == MPI_SUCCESS;
         for (int i = 0; rank == size - 1 && i < N; ++i) {
@@ -517,5 +518,6 @@ void reduce_fallbacks(void)
     }
     MPI_Type_free(&pair);
     MPI_Op_free(&uop);
+    MPI_Op_free(&nop);
     note(ok, "user ops and derived datatypes in the reductions through the previous module");
 }
