@@ -14,6 +14,17 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_rd.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_bruck.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reductions.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_binomial.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_rabenseifner.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_scatter_ring.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_scatter_halving.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/gathers.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allgatherv_ring.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allgatherv_bruck.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/gather_binomial.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/scatter_binomial.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/gatherv_linear.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/engine.cc

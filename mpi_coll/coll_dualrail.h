@@ -80,6 +80,23 @@ typedef struct mca_coll_dualrail_component_t {
     size_t alltoall_small_max_bytes;
     unsigned alltoall_window;     /* pairwise steps in flight (alltoall and alltoallv) */
     uint64_t kind_calls[DR_KIND_COUNT], kind_fallbacks[DR_KIND_COUNT]; /* freed modules' sums */
+    /* reduce, reduce_scatter_block, reduce_scatter: switches, algorithms, thresholds */
+    int reduce_enable;
+    int reduce_scatter_block_enable;
+    int reduce_scatter_enable;
+    int reduce_algorithm;         /* DR_REDUCE_* */
+    size_t reduce_small_max_bytes;
+    int reduce_scatter_block_algorithm; /* DR_REDUCE_SCATTER_* */
+    size_t reduce_scatter_block_small_max_bytes;
+    int reduce_scatter_algorithm; /* DR_REDUCE_SCATTER_* */
+    size_t reduce_scatter_small_max_bytes;
+    int allgatherv_enable;
+    int allgatherv_algorithm;     /* DR_ALLGATHERV_* */
+    size_t allgatherv_small_max_bytes;
+    int gather_enable;            /* gather and scatter: binomial trees */
+    int scatter_enable;
+    int gatherv_enable;           /* gatherv and scatterv: linear with a window */
+    int scatterv_enable;
 
     /* state */
     int output;
@@ -125,6 +142,22 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_alltoallv_fn_t previous_alltoallv;
     mca_coll_base_module_t *previous_alltoallv_module;
     size_t *alltoallv_layout;     /* 4 x size: alltoallv's byte counts and displacements */
+    mca_coll_base_module_reduce_fn_t previous_reduce;
+    mca_coll_base_module_t *previous_reduce_module;
+    mca_coll_base_module_reduce_scatter_block_fn_t previous_reduce_scatter_block;
+    mca_coll_base_module_t *previous_reduce_scatter_block_module;
+    mca_coll_base_module_reduce_scatter_fn_t previous_reduce_scatter;
+    mca_coll_base_module_t *previous_reduce_scatter_module;
+    mca_coll_base_module_allgatherv_fn_t previous_allgatherv;
+    mca_coll_base_module_t *previous_allgatherv_module;
+    mca_coll_base_module_gather_fn_t previous_gather;
+    mca_coll_base_module_t *previous_gather_module;
+    mca_coll_base_module_gatherv_fn_t previous_gatherv;
+    mca_coll_base_module_t *previous_gatherv_module;
+    mca_coll_base_module_scatter_fn_t previous_scatter;
+    mca_coll_base_module_t *previous_scatter_module;
+    mca_coll_base_module_scatterv_fn_t previous_scatterv;
+    mca_coll_base_module_t *previous_scatterv_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -160,6 +193,35 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
                                 struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
                                 const int *rdispls, struct ompi_datatype_t *rdtype,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
+                                   struct ompi_datatype_t *dtype, struct ompi_op_t *op, int root,
+                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                           struct ompi_communicator_t *comm,
+                                           mca_coll_base_module_t *module);
+int mca_coll_dualrail_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                     struct ompi_communicator_t *comm,
+                                     mca_coll_base_module_t *module);
+int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                 void *rbuf, const int *rcounts, const int *disps,
+                                 struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm,
+                                 mca_coll_base_module_t *module);
+int mca_coll_dualrail_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                             void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                              void *rbuf, const int *rcounts, const int *disps,
+                              struct ompi_datatype_t *rdtype, int root,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                              void *rbuf, int rcount, struct ompi_datatype_t *rdtype, int root,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *disps,
+                               struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                               struct ompi_datatype_t *rdtype, int root,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* coll_dualrail_common.c: what every collective's glue shares. */
 typedef struct mca_coll_dualrail_idle {

@@ -65,6 +65,27 @@ static const mca_base_var_enum_value_t alltoall_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t reduce_values[] = {
+    {DR_REDUCE_AUTO, "auto"},
+    {DR_REDUCE_BINOMIAL, "binomial"},
+    {DR_REDUCE_RABENSEIFNER, "rabenseifner"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t reduce_scatter_values[] = {
+    {DR_REDUCE_SCATTER_AUTO, "auto"},
+    {DR_REDUCE_SCATTER_RING, "ring"},
+    {DR_REDUCE_SCATTER_HALVING, "recursive_halving"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t allgatherv_values[] = {
+    {DR_ALLGATHERV_AUTO, "auto"},
+    {DR_ALLGATHERV_RING, "ring"},
+    {DR_ALLGATHERV_BRUCK, "bruck"},
+    {0, NULL},
+};
+
 static int reg(const char *name, const char *help, mca_base_var_type_t type,
                mca_base_var_enum_t *enumerator, int level, void *storage)
 {
@@ -194,6 +215,85 @@ static int dualrail_register(void)
         "program's, see mpi_coll/gpu/dr_gpu.h) as GPU memory instead of CUDA's, so the device "
         "path runs on machines without a GPU", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_9,
         &cm->gpu_standin);
+    cm->reduce_enable = 1;
+    reg("reduce", "Run MPI_Reduce on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->reduce_enable);
+    cm->reduce_scatter_block_enable = 1;
+    reg("reduce_scatter_block", "Run MPI_Reduce_scatter_block on dualrail (0: leave it to the "
+        "next component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4,
+        &cm->reduce_scatter_block_enable);
+    cm->reduce_scatter_enable = 1;
+    reg("reduce_scatter", "Run MPI_Reduce_scatter on dualrail (0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->reduce_scatter_enable);
+    mca_base_var_enum_t *reduces = NULL;
+    mca_base_var_enum_create("coll_dualrail_reduce_algorithms", reduce_values, &reduces);
+    cm->reduce_algorithm = DR_REDUCE_AUTO;
+    reg("reduce_algorithm", "Reduce algorithm: auto (binomial tree up to reduce_small_max_bytes, "
+        "ring reduce-scatter + gather to the root above), binomial, rabenseifner",
+        MCA_BASE_VAR_TYPE_INT, reduces, OPAL_INFO_LVL_5, &cm->reduce_algorithm);
+    OBJ_RELEASE(reduces);
+    cm->reduce_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("reduce_small_max_bytes", "With reduce_algorithm auto: messages up to this many bytes "
+        "use the binomial tree, larger ones Rabenseifner's (also binomial with fewer elements "
+        "than ranks, or more than 2048 ranks)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->reduce_small_max_bytes);
+    mca_base_var_enum_t *rsbs = NULL;
+    mca_base_var_enum_create("coll_dualrail_reduce_scatter_block_algorithms",
+                             reduce_scatter_values, &rsbs);
+    cm->reduce_scatter_block_algorithm = DR_REDUCE_SCATTER_AUTO;
+    reg("reduce_scatter_block_algorithm", "Reduce_scatter_block algorithm: auto (recursive "
+        "halving up to reduce_scatter_block_small_max_bytes of input per rank, pipelined ring "
+        "above), ring, recursive_halving (any size: the extra ranks of a non-power-of-two "
+        "communicator fold in and out)", MCA_BASE_VAR_TYPE_INT, rsbs, OPAL_INFO_LVL_5,
+        &cm->reduce_scatter_block_algorithm);
+    OBJ_RELEASE(rsbs);
+    cm->reduce_scatter_block_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("reduce_scatter_block_small_max_bytes", "With reduce_scatter_block_algorithm auto: "
+        "inputs (all ranks' blocks, one rank's buffer) up to this many bytes use recursive "
+        "halving, larger ones the ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->reduce_scatter_block_small_max_bytes);
+    mca_base_var_enum_t *rss = NULL;
+    mca_base_var_enum_create("coll_dualrail_reduce_scatter_algorithms", reduce_scatter_values,
+                             &rss);
+    cm->reduce_scatter_algorithm = DR_REDUCE_SCATTER_AUTO;
+    reg("reduce_scatter_algorithm", "Reduce_scatter algorithm: auto (recursive halving up to "
+        "reduce_scatter_small_max_bytes of input per rank, pipelined ring above), ring, "
+        "recursive_halving", MCA_BASE_VAR_TYPE_INT, rss, OPAL_INFO_LVL_5,
+        &cm->reduce_scatter_algorithm);
+    OBJ_RELEASE(rss);
+    cm->reduce_scatter_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("reduce_scatter_small_max_bytes", "With reduce_scatter_algorithm auto: inputs (the sum "
+        "of the receive counts) up to this many bytes use recursive halving, larger ones the "
+        "ring", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        &cm->reduce_scatter_small_max_bytes);
+    cm->allgatherv_enable = 1;
+    reg("allgatherv", "Run MPI_Allgatherv on dualrail (0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->allgatherv_enable);
+    mca_base_var_enum_t *agvs = NULL;
+    mca_base_var_enum_create("coll_dualrail_allgatherv_algorithms", allgatherv_values, &agvs);
+    cm->allgatherv_algorithm = DR_ALLGATHERV_AUTO;
+    reg("allgatherv_algorithm", "Allgatherv algorithm: auto (Bruck up to "
+        "allgatherv_small_max_bytes in all, pipelined ring above), ring, bruck",
+        MCA_BASE_VAR_TYPE_INT, agvs, OPAL_INFO_LVL_5, &cm->allgatherv_algorithm);
+    OBJ_RELEASE(agvs);
+    cm->allgatherv_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
+    reg("allgatherv_small_max_bytes", "With allgatherv_algorithm auto: results (the sum of the "
+        "receive counts) up to this many bytes use Bruck, larger ones the ring",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->allgatherv_small_max_bytes);
+    cm->gather_enable = 1;
+    reg("gather", "Run MPI_Gather on dualrail (binomial tree; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->gather_enable);
+    cm->scatter_enable = 1;
+    reg("scatter", "Run MPI_Scatter on dualrail (binomial tree; 0: leave it to the next "
+        "component)", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->scatter_enable);
+    cm->gatherv_enable = 1;
+    reg("gatherv", "Run MPI_Gatherv on dualrail (linear, at most 8 transfers in flight at the "
+        "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
+        OPAL_INFO_LVL_4, &cm->gatherv_enable);
+    cm->scatterv_enable = 1;
+    reg("scatterv", "Run MPI_Scatterv on dualrail (linear, at most 8 transfers in flight at the "
+        "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
+        OPAL_INFO_LVL_4, &cm->scatterv_enable);
     mca_coll_dualrail_stats_register();
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "

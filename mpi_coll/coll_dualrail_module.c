@@ -42,6 +42,22 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_alltoallv = NULL;
     m->previous_alltoallv_module = NULL;
     m->alltoallv_layout = NULL;
+    m->previous_reduce = NULL;
+    m->previous_reduce_module = NULL;
+    m->previous_reduce_scatter_block = NULL;
+    m->previous_reduce_scatter_block_module = NULL;
+    m->previous_reduce_scatter = NULL;
+    m->previous_reduce_scatter_module = NULL;
+    m->previous_allgatherv = NULL;
+    m->previous_allgatherv_module = NULL;
+    m->previous_gather = NULL;
+    m->previous_gather_module = NULL;
+    m->previous_gatherv = NULL;
+    m->previous_gatherv_module = NULL;
+    m->previous_scatter = NULL;
+    m->previous_scatter_module = NULL;
+    m->previous_scatterv = NULL;
+    m->previous_scatterv_module = NULL;
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -69,7 +85,13 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
     free(m->alltoallv_layout);
     mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
                                       m->previous_barrier_module, m->previous_allgather_module,
-                                      m->previous_alltoall_module, m->previous_alltoallv_module};
+                                      m->previous_alltoall_module, m->previous_alltoallv_module,
+                                      m->previous_reduce_module,
+                                      m->previous_reduce_scatter_block_module,
+                                      m->previous_reduce_scatter_module,
+                                      m->previous_allgatherv_module, m->previous_gather_module,
+                                      m->previous_gatherv_module, m->previous_scatter_module,
+                                      m->previous_scatterv_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -361,20 +383,37 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(allgather);
     DUALRAIL_SAVE(alltoall);
     DUALRAIL_SAVE(alltoallv);
+    DUALRAIL_SAVE(reduce);
+    DUALRAIL_SAVE(reduce_scatter_block);
+    DUALRAIL_SAVE(reduce_scatter);
+    DUALRAIL_SAVE(allgatherv);
+    DUALRAIL_SAVE(gather);
+    DUALRAIL_SAVE(gatherv);
+    DUALRAIL_SAVE(scatter);
+    DUALRAIL_SAVE(scatterv);
 #undef DUALRAIL_SAVE
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): "
+                        "%s%s%s%s%s%s%s%s%s%s%s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
                      m->active ? "allreduce runs on dualrail" : "pass-through",
                      m->active && m->super.coll_bcast ? ", bcast" : "",
                      m->active && m->super.coll_barrier ? ", barrier" : "",
                      m->active && m->super.coll_allgather ? ", allgather" : "",
                      m->active && m->super.coll_alltoall ? ", alltoall" : "",
-                     m->active && m->super.coll_alltoallv ? ", alltoallv" : "");
+                     m->active && m->super.coll_alltoallv ? ", alltoallv" : "",
+                     m->active && m->super.coll_reduce ? ", reduce" : "",
+                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block" : "",
+                     m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "",
+                     m->active && m->super.coll_allgatherv ? ", allgatherv" : "",
+                     m->active && m->super.coll_gather ? ", gather" : "",
+                     m->active && m->super.coll_gatherv ? ", gatherv" : "",
+                     m->active && m->super.coll_scatter ? ", scatter" : "",
+                     m->active && m->super.coll_scatterv ? ", scatterv" : "");
     return OMPI_SUCCESS;
 }
 
@@ -451,6 +490,16 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->super.coll_allgather = cm->allgather_enable ? mca_coll_dualrail_allgather : NULL;
     m->super.coll_alltoall = cm->alltoall_enable ? mca_coll_dualrail_alltoall : NULL;
     m->super.coll_alltoallv = cm->alltoallv_enable ? mca_coll_dualrail_alltoallv : NULL;
+    m->super.coll_reduce = cm->reduce_enable ? mca_coll_dualrail_reduce_intra : NULL;
+    m->super.coll_reduce_scatter_block =
+        cm->reduce_scatter_block_enable ? mca_coll_dualrail_reduce_scatter_block : NULL;
+    m->super.coll_reduce_scatter =
+        cm->reduce_scatter_enable ? mca_coll_dualrail_reduce_scatter : NULL;
+    m->super.coll_allgatherv = cm->allgatherv_enable ? mca_coll_dualrail_allgatherv : NULL;
+    m->super.coll_gather = cm->gather_enable ? mca_coll_dualrail_gather : NULL;
+    m->super.coll_gatherv = cm->gatherv_enable ? mca_coll_dualrail_gatherv : NULL;
+    m->super.coll_scatter = cm->scatter_enable ? mca_coll_dualrail_scatter : NULL;
+    m->super.coll_scatterv = cm->scatterv_enable ? mca_coll_dualrail_scatterv : NULL;
     *priority = cm->priority;
     return &m->super;
 }

@@ -12,6 +12,8 @@
 
 #include "algo/allreduce.hpp"
 #include "algo/collectives.hpp"
+#include "algo/gathers.hpp"
+#include "algo/reductions.hpp"
 #include "algo/transport.hpp"
 #include "mr_transport.hpp"
 
@@ -26,6 +28,14 @@ static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
                   DR_ALLREDUCE_SEGMENT_DEFAULT == kDefaultSegmentBytes &&
                   DR_ALLREDUCE_MAX_ELEM_SIZE == kMaxElemSize,
               "defaults");
+static_assert((int)DR_REDUCE_BINOMIAL == (int)kReduceBinomial &&
+                  (int)DR_REDUCE_RABENSEIFNER == (int)kReduceRabenseifner &&
+                  (int)DR_REDUCE_SCATTER_RING == (int)kReduceScatterRing &&
+                  (int)DR_REDUCE_SCATTER_HALVING == (int)kReduceScatterHalving,
+              "reduce and reduce_scatter ids");
+static_assert((int)DR_ALLGATHERV_RING == (int)kAllgathervRing &&
+                  (int)DR_ALLGATHERV_BRUCK == (int)kAllgathervBruck,
+              "allgatherv ids");
 static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
                   (int)DR_BCAST_SCATTER_ALLGATHER == (int)kBcastScatterAllgather &&
                   (int)DR_ALLGATHER_RING == (int)kAllgatherRing &&
@@ -47,7 +57,8 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
         return DR_ERR_INVALID;
     }
     const Params p = to_params(a, kind);
-    const bool moves = a->size > 1 && (kind == kKindBarrier || a->bytes != 0);
+    const bool moves =
+        a->size > 1 && (kind == kKindBarrier || a->bytes != 0 || a->counts != nullptr);
     return c_api_run(mr, a->peer_ids, p, moves, err, errlen,
                      [kind](Transport &t, const Params &q, std::string *why) {
                          dr_status_t st;
@@ -55,11 +66,27 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
                              st = bcast(t, q, why);
                          } else if (kind == kKindBarrier) {
                              st = barrier(t, q, why);
+                         } else if (kind == kKindReduce) {
+                             st = reduce(t, q, &data_scratch, why);
+                         } else if (kind == kKindReduceScatterBlock) {
+                             st = reduce_scatter_block(t, q, &data_scratch, why);
+                         } else if (kind == kKindReduceScatter) {
+                             st = reduce_scatter(t, q, &data_scratch, why);
+                         } else if (kind == kKindAllgatherv) {
+                             st = allgatherv(t, q, &data_scratch, why);
+                         } else if (kind == kKindGather) {
+                             st = gather(t, q, &data_scratch, why);
+                         } else if (kind == kKindScatter) {
+                             st = scatter(t, q, &data_scratch, why);
+                         } else if (kind == kKindGatherv) {
+                             st = gatherv(t, q, why);
+                         } else if (kind == kKindScatterv) {
+                             st = scatterv(t, q, why);
                          } else {
                              st = allgather(t, q, &data_scratch, why);
-                             if (data_scratch.capacity() > kKeepScratch) {
-                                 data_scratch.release();
-                             }
+                         }
+                         if (data_scratch.capacity() > kKeepScratch) {
+                             data_scratch.release();
                          }
                          return st;
                      });
@@ -123,4 +150,63 @@ extern "C" int dr_bcast_choose(const dr_coll_args_t *a)
 extern "C" int dr_allgather_choose(const dr_coll_args_t *a)
 {
     return a == nullptr ? DR_ALLGATHER_RING : allgather_choose(to_params(a, kKindAllgather));
+}
+
+extern "C" dr_status_t dr_reduce(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindReduce, err, errlen);
+}
+
+extern "C" dr_status_t dr_reduce_scatter_block(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
+                                               size_t errlen)
+{
+    return run_kind(mr, a, kKindReduceScatterBlock, err, errlen);
+}
+
+extern "C" dr_status_t dr_reduce_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
+                                         size_t errlen)
+{
+    return run_kind(mr, a, kKindReduceScatter, err, errlen);
+}
+
+extern "C" int dr_reduce_choose(const dr_coll_args_t *a)
+{
+    return a == nullptr ? DR_REDUCE_BINOMIAL : reduce_choose(to_params(a, kKindReduce));
+}
+
+extern "C" int dr_reduce_scatter_block_choose(const dr_coll_args_t *a)
+{
+    if (a == nullptr) {
+        return DR_REDUCE_SCATTER_HALVING;
+    }
+    const size_t total = a->size > 0 && a->bytes > SIZE_MAX / (size_t)a->size
+                             ? SIZE_MAX
+                             : a->bytes * (size_t)(a->size > 0 ? a->size : 0);
+    return reduce_scatter_choose(to_params(a, kKindReduceScatterBlock), total);
+}
+
+extern "C" dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
+                                     size_t errlen)
+{
+    return run_kind(mr, a, kKindAllgatherv, err, errlen);
+}
+
+extern "C" dr_status_t dr_gather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindGather, err, errlen);
+}
+
+extern "C" dr_status_t dr_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindScatter, err, errlen);
+}
+
+extern "C" dr_status_t dr_gatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindGatherv, err, errlen);
+}
+
+extern "C" dr_status_t dr_scatterv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
+{
+    return run_kind(mr, a, kKindScatterv, err, errlen);
 }

@@ -102,6 +102,16 @@ typedef struct dr_coll_args {
     double timeout;
     void (*idle)(void *arg);
     void *idle_arg;
+    /* The reducing kinds (reduce, reduce_scatter_block, reduce_scatter): bytes is a
+     * whole number of elements of elem_size bytes (1..64), reduced by reduce. */
+    size_t elem_size;
+    dr_reduce_fn reduce;
+    void *reduce_arg;
+    /* v variants: size entries of bytes per rank (reduce_scatter: each rank's block of
+     * the result; allgatherv, gatherv, scatterv: each rank's block), and their byte
+     * offsets in the gathered or scattered buffer (allgatherv, gatherv, scatterv) */
+    const size_t *counts;
+    const size_t *displs;
 } dr_coll_args_t;
 
 /* Blocking; statuses and err as dr_allreduce's. */
@@ -111,6 +121,48 @@ dr_status_t dr_allgather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t
 /* The algorithm run for these arguments (DR_BCAST_* / DR_ALLGATHER_*, never AUTO). */
 int dr_bcast_choose(const dr_coll_args_t *a);
 int dr_allgather_choose(const dr_coll_args_t *a);
+
+/*
+ * Reduce, reduce_scatter_block, reduce_scatter: the same arguments with
+ * elem_size, reduce and reduce_arg set (commutative ops only).
+ *   dr_reduce                 bytes: the message; root's recvbuf gets the result
+ *                             (sendbuf NULL or == recvbuf at the root: in place);
+ *                             recvbuf is not touched on the other ranks
+ *   dr_reduce_scatter_block   bytes: one rank's block; sendbuf holds size blocks
+ *                             (NULL: in place, recvbuf holds them and gets the
+ *                             result at its start)
+ *   dr_reduce_scatter         counts[r]: rank r's block in bytes; sendbuf holds all
+ *                             of them in rank order (NULL: in place, as above)
+ * small_max_bytes: AUTO picks the small-message algorithm up to this many bytes of
+ * input per rank (0: 64 KiB).
+ */
+enum { DR_REDUCE_AUTO = 0, DR_REDUCE_BINOMIAL = 1, DR_REDUCE_RABENSEIFNER = 2 };
+enum { DR_REDUCE_SCATTER_AUTO = 0, DR_REDUCE_SCATTER_RING = 1, DR_REDUCE_SCATTER_HALVING = 2 };
+dr_status_t dr_reduce(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_reduce_scatter_block(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
+                                    size_t errlen);
+dr_status_t dr_reduce_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+/* The algorithm run for these arguments (DR_REDUCE_* / DR_REDUCE_SCATTER_*, never AUTO). */
+int dr_reduce_choose(const dr_coll_args_t *a);
+int dr_reduce_scatter_block_choose(const dr_coll_args_t *a);
+
+/* Allgatherv: counts[r] bytes of rank r land at recvbuf + displs[r] on every rank; sendbuf:
+ * this rank's block (NULL or recvbuf + displs[rank]: in place). small_max_bytes: AUTO
+ * takes Bruck up to this many bytes in all (0: 64 KiB), the ring above. */
+enum { DR_ALLGATHERV_AUTO = 0, DR_ALLGATHERV_RING = 1, DR_ALLGATHERV_BRUCK = 2 };
+dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+
+/*
+ * Gather, scatter (binomial trees; bytes: one rank's block, the same on every rank) and
+ * gatherv, scatterv (linear with a window; at the root counts and displs in bytes, on the
+ * others bytes: this rank's block). In place at the root: gather(v) sendbuf NULL (its
+ * block already in recvbuf), scatter(v) recvbuf NULL (its block stays in sendbuf).
+ * algorithm: 0 or 1 (the only one).
+ */
+dr_status_t dr_gather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_scatter(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_gatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
+dr_status_t dr_scatterv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -158,6 +158,15 @@ inline Params to_params(const dr_coll_args_t *a, int kind)
     p.timeout = a->timeout;
     p.idle = a->idle;
     p.idle_arg = a->idle_arg;
+    p.counts = a->counts;
+    p.displs = a->displs;
+    if (kind == kKindReduce || kind == kKindReduceScatterBlock || kind == kKindReduceScatter) {
+        /* the reducing kinds count elements (bytes is a whole number of them) */
+        p.elem_size = a->elem_size;
+        p.count = a->elem_size != 0 ? a->bytes / a->elem_size : 0;
+        p.reduce = a->reduce;
+        p.reduce_arg = a->reduce_arg;
+    }
     return p;
 }
 

@@ -4,6 +4,12 @@
 # that the planes, not the two-core machine, are the bottleneck.
 #
 #   perf/allreduce_compare.sh [--rate 500mbit] [--mtu 1500] [--sizes MIN:MAX] [--iters N]
+#                             [--coll COLL]
+#
+# --coll: bcast, reduce, allgather, allgatherv, reduce_scatter_block,
+# reduce_scatter, gather, scatter or barrier instead of allreduce
+# (dualrail-coll-bench; bus bandwidth in the nccl-tests convention: bcast and
+# reduce algbw, the gathers and scatters algbw x (n-1)/n).
 #
 # Configurations (same benchmark binary, OSU-style, MPI_FLOAT / MPI_SUM):
 #   dualrail-1    coll/dualrail on plane A only
@@ -16,22 +22,28 @@
 # DUALRAIL_LAB_PREFIX is set) and removes it at exit if it made it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-rate=500mbit mtu=1500 sizes=8:16777216 iters=
+rate=500mbit mtu=1500 sizes=8:16777216 iters= coll=allreduce
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=${2:?}; shift ;;
     --mtu) mtu=${2:?}; shift ;;
     --sizes) sizes=${2:?}; shift ;;
     --iters) iters=${2:?}; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --coll) coll=${2:?}; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "allreduce_compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 # shellcheck source=contrib/lib/perf.sh
 . "$root/contrib/lib/perf.sh" # perf_build
-perf_build allreduce_compare.sh "$root" perf/dualrail-allreduce-bench
-bench=$build/perf/dualrail-allreduce-bench
+if [ "$coll" = allreduce ]; then
+  perf_build allreduce_compare.sh "$root" perf/dualrail-allreduce-bench
+  bench=$build/perf/dualrail-allreduce-bench
+else
+  perf_build allreduce_compare.sh "$root" perf/dualrail-coll-bench
+  bench=$build/perf/dualrail-coll-bench
+fi
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drperf} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 "$lab" up --nodes 4 --rate "$rate" --mtu "$mtu" >/dev/null
@@ -40,6 +52,7 @@ work=$(mktemp -d /tmp/dualrail-compare-XXXXXX)
 trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 args=(-m "$sizes")
+[ "$coll" = allreduce ] || args+=(-C "$coll")
 [ -z "$iters" ] || args+=(-i "$iters")
 run() { # name, mpirun options...
   local name=$1; shift
@@ -51,17 +64,19 @@ run() { # name, mpirun options...
     exit 1
   fi
 }
-# Only the allreduce differs between the runs: the benchmark's barrier and broadcast
-# between calls stay with the previous component.
-dr=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0)
+# Only the measured collective differs between the runs: the benchmark's barrier and
+# broadcast between calls stay with the previous component (unless one is measured).
+dr=(--mca coll_dualrail_priority 100)
+[ "$coll" = barrier ] || dr+=(--mca coll_dualrail_barrier 0)
+[ "$coll" = bcast ] || dr+=(--mca coll_dualrail_bcast 0)
 run dualrail-1 "${dr[@]}" --mca coll_dualrail_planes ethA
 run dualrail-2 "${dr[@]}" --mca coll_dualrail_planes ethA,ethB
 run ob1-tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB
 run ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
 
-python3 - "$work" "$rate" "$mtu" <<'PY'
+python3 - "$work" "$rate" "$mtu" "$coll" <<'PY'
 import sys, os
-work, rate, mtu = sys.argv[1], sys.argv[2], sys.argv[3]
+work, rate, mtu, coll = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
 data = {}
 for n in names:
@@ -73,7 +88,7 @@ for n in names:
         rows[int(f[0])] = (float(f[1]), float(f[2]))
     data[n] = rows
 sizes = sorted(data["dualrail-2"])
-print(f"# allreduce, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
+print(f"# {coll}, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
 print("# bus bandwidth MB/s (latency us)")
 print("%-10s" % "size" + "".join("%22s" % n for n in names))
 for s in sizes:
@@ -96,8 +111,9 @@ best_stock_bw = max(data["ob1-tcp"][big][1], data["ucx"][big][1])
 lat2 = data["dualrail-2"][small][0]
 best_stock_lat = min(data["ob1-tcp"][small][0], data["ucx"][small][0])
 print()
-print(f"target at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f} (>= 0.9)")
-print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
+if best_stock_bw > 0:  # not for barrier (no bytes)
+    print(f"target at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f} (>= 0.9)")
+    print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
 print(f"target at {small} B: dualrail-2 latency / best stock = {lat2 / best_stock_lat:.2f} (<= 1.2; "
       "4 ranks on 2 cores, oversubscribed: perf/latency_compare.sh measures one rank per core)")
 PY

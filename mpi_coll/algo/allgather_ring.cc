@@ -52,7 +52,8 @@ Unit unit_of(const RingAllgather &ra, size_t u, bool send)
 {
     const int s = (int)(u / (size_t)ra.nseg), k = (int)(u % (size_t)ra.nseg);
     const int b = send ? ring_send_block(ra.v, ra.n, s) : ring_recv_block(ra.v, ra.n, s);
-    const size_t boff = even_offset(ra.bytes, ra.n, b), blen = even_len(ra.bytes, ra.n, b);
+    const size_t boff = ra.counts != nullptr ? ra.displs[b] : even_offset(ra.bytes, ra.n, b);
+    const size_t blen = ra.counts != nullptr ? ra.counts[b] : even_len(ra.bytes, ra.n, b);
     const size_t off = even_offset(blen, ra.nseg, k), len = even_len(blen, ra.nseg, k);
     return Unit{ra.step_base + (uint32_t)s, b, k, boff + off, len};
 }

@@ -5,7 +5,9 @@
  *
  * Params is one struct for every kind: each collective reads the fields it
  * needs (allreduce: count/elem_size/reduce/rd_max_bytes; bcast: root and
- * count bytes; allgather: count bytes per rank; barrier: none of them), and
+ * count bytes; allgather: count bytes per rank; barrier: none of them;
+ * reduce: count elements, elem_size, reduce, root; reduce_scatter_block:
+ * count elements per rank; reduce_scatter: counts), and
  * the engine reads kind/comm_id/seq (the key), rank/size (error lines),
  * timeout and idle (waits).
  */
@@ -50,6 +52,9 @@ using ReduceFn = void (*)(const void *in, void *inout, size_t count, void *arg);
 enum Algorithm : int { kAlgoAuto = 0, kAlgoRing = 1, kAlgoRd = 2 };
 enum BcastAlgorithm : int { kBcastBinomial = 1, kBcastScatterAllgather = 2 };
 enum AllgatherAlgorithm : int { kAllgatherRing = 1, kAllgatherRd = 2, kAllgatherBruck = 3 };
+enum ReduceAlgorithm : int { kReduceBinomial = 1, kReduceRabenseifner = 2 };
+/* reduce_scatter_block and reduce_scatter */
+enum ReduceScatterAlgorithm : int { kReduceScatterRing = 1, kReduceScatterHalving = 2 };
 
 constexpr size_t kDefaultRdMaxBytes = 64 * 1024;
 constexpr size_t kDefaultSegmentBytes = 1024 * 1024;
@@ -79,6 +84,10 @@ struct Params {
     double timeout = -1;                            /* s without progress; <= 0: none */
     void (*idle)(void *arg) = nullptr;
     void *idle_arg = nullptr;
+    /* v variants: size entries, in bytes (reduce_scatter: each rank's block of the
+     * result, a multiple of elem_size; allgatherv, gatherv, scatterv: each rank's block) */
+    const size_t *counts = nullptr;
+    const size_t *displs = nullptr; /* byte offsets of the blocks (allgatherv, gatherv, scatterv) */
 };
 
 /*

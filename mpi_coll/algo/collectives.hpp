@@ -61,6 +61,10 @@ struct RingAllgather {
     int nseg;
     uint32_t step_base;
     size_t first_slot;
+    /* allgatherv: block b is counts[b] bytes at buf + displs[b] (block = absolute rank,
+     * shift 0); nullptr: the even split of bytes */
+    const size_t *counts = nullptr;
+    const size_t *displs = nullptr;
 };
 size_t ring_allgather_slots(int n, int nseg);
 dr_status_t ring_allgather_run(Engine &eng, const RingAllgather &ra);

@@ -107,6 +107,18 @@ inline int rd_partner(int rank, int n, int round)
     return rd_real_rank(v ^ (1 << round), n);
 }
 
+/*
+ * Recursive halving reduce-scatter (reduce_scatter_halving.cc): vrank v ends
+ * with group v of the result, the blocks of the ranks it stands for: blocks
+ * [rh_group_first(v), rh_group_first(v + 1)), i.e. 2v and 2v+1 for v < rem
+ * (the extra rank's and its partner's), v + rem above. rh_group_first(p) = n.
+ */
+inline int rh_group_first(int v, int n)
+{
+    const int rem = rd_rem(n);
+    return v < rem ? 2 * v : v + rem;
+}
+
 } // namespace coll
 } // namespace dualrail
 

@@ -12,13 +12,16 @@
  *
  * --coll bcast|allgather loops that collective instead (issue 13), validated
  * the same way: MPI_Bcast from root k mod n of rank root's values;
- * MPI_Allgather of count/n elements per rank, odd iterations in place.
+ * MPI_Allgather of count/n elements per rank, odd iterations in place;
  * --coll alltoall|alltoallv (issue 14): MPI_Alltoall of count/n elements per
  * pair; MPI_Alltoallv with per-pair counts that change every iteration (0,
  * 1/2, 1 or 3/2 of count/n, one destination taking twice that); the element
  * from rank s to rank d also depends on d, so a block delivered to the wrong
  * place fails the check; odd iterations in place (alltoallv: symmetric
  * counts, as MPI_IN_PLACE needs).
+ * --coll reduce|reduce_scatter_block: MPI_Reduce (MPI_SUM) to root k mod n,
+ * checked there, in place at the root in odd iterations; MPI_Reduce_scatter_block
+ * of count/n elements per rank, odd iterations in place.
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -30,7 +33,8 @@
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
- *                 [--coll allreduce|bcast|allgather|alltoall|alltoallv]
+ *                 [--coll allreduce|bcast|allgather|alltoall|alltoallv|reduce|
+ *                  reduce_scatter_block]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -169,7 +173,15 @@ static const char *class_name(int cls)
     }
 }
 
-enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER, COLL_ALLTOALL, COLL_ALLTOALLV };
+enum {
+    COLL_ALLREDUCE,
+    COLL_BCAST,
+    COLL_ALLGATHER,
+    COLL_ALLTOALL,
+    COLL_ALLTOALLV,
+    COLL_REDUCE,
+    COLL_REDUCE_SCATTER_BLOCK
+};
 static int coll = COLL_ALLREDUCE;
 static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
 
@@ -203,9 +215,42 @@ static size_t other_call(unsigned k, size_t count, int *in, int *out, double t0,
     int rc;
     size_t per = count, wrong = 0, first = 0, src_changed = 0;
     int want_first = 0;
-    const int in_place = coll == COLL_ALLGATHER && (k & 1);
     const int root = (int)(k % (unsigned)nranks);
-    if (coll == COLL_BCAST) {
+    const int in_place = (coll == COLL_ALLGATHER || coll == COLL_REDUCE_SCATTER_BLOCK ||
+                          (coll == COLL_REDUCE && rank == root)) &&
+                         (k & 1);
+    const int tri = nranks * (nranks - 1) / 2;
+    if (coll == COLL_REDUCE || coll == COLL_REDUCE_SCATTER_BLOCK) {
+        /* the sum of every rank's a + r b, checked at the root (reduce) or on this rank's
+         * block (count / n elements per rank) */
+        const int rsb = coll == COLL_REDUCE_SCATTER_BLOCK;
+        per = rsb ? (count / (size_t)nranks > 0 ? count / (size_t)nranks : 1) : count;
+        const size_t total = rsb ? per * (size_t)nranks : count;
+        const size_t base = rsb ? per * (size_t)rank : 0;
+        int *src = in_place ? out : in;
+        for (size_t i = 0; i < total; ++i) {
+            src[i] = val_a(i, k) + rank * val_b(i, k);
+        }
+        if (!in_place) {
+            memset(out, 0xa5, total * sizeof(int));
+        }
+        *c0 = epoch_now();
+        rc = rsb ? MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in, out, (int)per, MPI_INT,
+                                            MPI_SUM, MPI_COMM_WORLD)
+                 : MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_INT, MPI_SUM,
+                              root, MPI_COMM_WORLD);
+        *c1 = epoch_now();
+        const size_t check = rsb || rank == root ? per : 0;
+        for (size_t i = 0; rc == MPI_SUCCESS && i < check; ++i) {
+            const int want = nranks * val_a(base + i, k) + tri * val_b(base + i, k);
+            if (out[i] != want && wrong++ == 0) {
+                first = i, want_first = want;
+            }
+        }
+        for (size_t i = 0; rc == MPI_SUCCESS && !in_place && i < total; ++i) {
+            src_changed += in[i] != val_a(i, k) + rank * val_b(i, k);
+        }
+    } else if (coll == COLL_BCAST) {
         for (size_t i = 0; i < count; ++i) {
             out[i] = rank == root ? val_a(i, k) + root * val_b(i, k) : (int)0xa5a5a5a5;
         }
@@ -374,7 +419,8 @@ static void usage(void)
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
                 "[--after-error N] [--timeline] [--device] "
-                "[--coll allreduce|bcast|allgather|alltoall|alltoallv]\n");
+                "[--coll allreduce|bcast|allgather|alltoall|alltoallv|"
+                "reduce|reduce_scatter_block]\n");
     }
 }
 
@@ -506,6 +552,11 @@ int main(int argc, char **argv)
                 coll = COLL_ALLTOALL, coll_name = "alltoall", coll_mpi = "MPI_Alltoall";
             } else if (strcmp(v, "alltoallv") == 0) {
                 coll = COLL_ALLTOALLV, coll_name = "alltoallv", coll_mpi = "MPI_Alltoallv";
+            } else if (strcmp(v, "reduce") == 0) {
+                coll = COLL_REDUCE, coll_name = "reduce", coll_mpi = "MPI_Reduce";
+            } else if (strcmp(v, "reduce_scatter_block") == 0) {
+                coll = COLL_REDUCE_SCATTER_BLOCK, coll_name = "reduce_scatter_block",
+                coll_mpi = "MPI_Reduce_scatter_block";
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
@@ -551,8 +602,8 @@ int main(int argc, char **argv)
     }
 
     const int a2a = coll == COLL_ALLTOALL || coll == COLL_ALLTOALLV;
-    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || ((errors_return || after_error) && !a2a))) {
-        usage(); /* device buffers and carrying on: the allreduce loop only; the cut modes:
+    if (coll != COLL_ALLREDUCE && (dev_mem != NULL || (after_error > 0 && !a2a))) {
+        usage(); /* device buffers: the allreduce loop only; carrying on after an error:
                   * allreduce and the all-to-alls */
         MPI_Finalize();
         return EXIT_USAGE;

@@ -44,9 +44,10 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), --coll bcast|allgather (fault and flap: the
-#   loop runs that collective instead of MPI_Allreduce, with the same checks;
-#   alltoall|alltoallv also in cut mode),
+#   that every rank staged them), --coll bcast|allgather|reduce|
+#   reduce_scatter_block|alltoall|alltoallv (fault, flap and cut: the loop
+#   runs that collective instead of MPI_Allreduce, with the same checks;
+#   cut with --continue: allreduce, alltoall and alltoallv only),
 #   and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
@@ -125,6 +126,8 @@ case $coll in
   alltoallv) cmpi=MPI_Alltoallv ;;
   bcast) cmpi=MPI_Bcast ;;
   allgather) cmpi=MPI_Allgather ;;
+  reduce) cmpi=MPI_Reduce ;;
+  reduce_scatter_block) cmpi=MPI_Reduce_scatter_block ;;
   *) cmpi=MPI_Allreduce ;;
 esac
 # First down after the fault: a single cut is caught within 3 s; a flapping plane only

@@ -1,6 +1,9 @@
 /*
  * MPI_Bcast, MPI_Barrier and MPI_Allgather correctness, run across lab nodes
- * with coll/dualrail selected (run_coll.sh checks that it ran them).
+ * with coll/dualrail selected (run_coll.sh checks that it ran them); the
+ * reducing collectives (MPI_Reduce, MPI_Reduce_scatter_block,
+ * MPI_Reduce_scatter) are checked by coll_check_reduce.c on the same
+ * communicators.
  *
  * Every rank can generate every rank's data (a byte pattern of rank, index
  * and case), so each result is checked against a reference computed here,
@@ -22,7 +25,7 @@
  *              allgather: the previous module runs it, bytes between the
  *              elements are left alone
  *
- *   coll_check [--quick] [--device]
+ *   coll_check [--quick] [--device] [--no-stock-op-bugs] [--light]
  *
  * --quick: the two largest counts left out. --device: the bcast and allgather
  * buffers are "device" memory of the host stand-in for a GPU (dr_gpu.h; run
@@ -40,15 +43,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coll_check.h"
 #include "gpu/dr_gpu.h"
 
-static int rank, size;
+int rank, size;
+bool no_stock_op_bugs;
+bool light;
 static long passed, failed;
-static const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
+const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
 static void *dev_stream;
 
 /* A device copy of host (bytes), or host itself without --device. */
-static void *to_dev(void *host, size_t bytes)
+void *to_dev(void *host, size_t bytes)
 {
     void *d = NULL;
     if (dev_mem == NULL) {
@@ -64,7 +70,7 @@ static void *to_dev(void *host, size_t bytes)
 }
 
 /* Copy a device buffer back into host and free it (nothing without --device). */
-static void from_dev(void *host, void *dev, size_t bytes)
+void from_dev(void *host, void *dev, size_t bytes)
 {
     if (dev == host) {
         return;
@@ -90,7 +96,7 @@ static unsigned char pattern(int r, size_t i, unsigned salt)
 }
 
 /* All ranks of MPI_COMM_WORLD agree on ok, by point-to-point messages only. */
-static void note(bool ok, const char *what)
+void note(bool ok, const char *what)
 {
     int all_ok = ok;
     if (rank == 0) {
@@ -268,6 +274,24 @@ static void interleaved(MPI_Comm comm, const char *cname)
         ok &= allgather_one(comm, cname, &types[3], 77, round % 2, 600u + round);
         ok &= MPI_Barrier(comm) == MPI_SUCCESS;
         ok &= bcast_one(comm, cname, &types[0], 70001, (round + 1) % csize, 700u + round);
+        /* the kinds of coll_check_reduce.c and coll_check_v.c in the same run of calls */
+        long r1[301], r2[301], blk[64];
+        const int n1 = csize <= 64 ? 301 / csize : 0, root = (round + 2) % csize;
+        for (int i = 0; i < 301; ++i) {
+            r1[i] = crank * 1000 + i + round;
+        }
+        ok &= MPI_Reduce(r1, r2, 301, MPI_LONG, MPI_SUM, root, comm) == MPI_SUCCESS;
+        for (int i = 0; crank == root && i < 301; ++i) {
+            ok &= r2[i] == want + (long)i * csize;
+        }
+        ok &= MPI_Reduce_scatter_block(r1, blk, n1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS;
+        for (int i = 0; i < n1; ++i) {
+            ok &= blk[i] == want + (long)(crank * n1 + i) * csize;
+        }
+        ok &= MPI_Gather(&r1[0], 1, MPI_LONG, r2, 1, MPI_LONG, root, comm) == MPI_SUCCESS;
+        for (int r = 0; crank == root && r < csize && r < 301; ++r) {
+            ok &= r2[r] == r * 1000 + round;
+        }
     }
     char what[96];
     snprintf(what, sizeof(what), "interleaved kinds on %s", cname);
@@ -319,6 +343,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (strcmp(argv[i], "--no-stock-op-bugs") == 0) {
+            no_stock_op_bugs = true;
+        } else if (strcmp(argv[i], "--light") == 0) {
+            light = true;
         } else if (strcmp(argv[i], "--device") == 0) {
             dev_mem = dr_mem_standin();
             if (dev_mem->stream_create(&dev_stream) != DR_OK) {
@@ -343,8 +371,21 @@ int main(int argc, char **argv)
         matrix(comms[c], names[c], counts, c == 0 ? ncounts : (ncounts < 5 ? ncounts : 5));
         barrier_check(comms[c], names[c]);
         interleaved(comms[c], names[c]);
+        /* each section's time on rank 0: what a slow path costs the CI run */
+        double t0 = MPI_Wtime();
+        reduce_checks(comms[c], names[c], quick || c != 0);
+        double t1 = MPI_Wtime();
+        allgatherv_checks(comms[c], names[c], quick || c != 0);
+        double t2 = MPI_Wtime();
+        rooted_checks(comms[c], names[c], quick || c != 0);
+        if (rank == 0) {
+            printf("coll_check: %s: reductions %.2f s, allgatherv %.2f s, gather/scatter %.2f s\n",
+                   names[c], t1 - t0, t2 - t1, MPI_Wtime() - t2);
+        }
     }
     fallbacks();
+    reduce_fallbacks();
+    allgatherv_fallbacks();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
     MPI_Comm_free(&rev);

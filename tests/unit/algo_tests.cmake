@@ -7,7 +7,7 @@ endif()
 
 find_package(Threads REQUIRED)
 
-foreach(t math allreduce faults mr coll alltoall alltoall_mr)
+foreach(t math allreduce faults mr coll alltoall alltoall_mr reduce gathers)
   add_executable(test_algo_${t} ${CMAKE_CURRENT_LIST_DIR}/test_algo_${t}.cc)
   target_link_libraries(test_algo_${t} PRIVATE dualrail_algo PkgConfig::CMOCKA Threads::Threads)
 endforeach()
@@ -21,10 +21,16 @@ add_test(NAME unit_algo_faults COMMAND test_algo_faults)
 # Bcast, barrier, allgather: peer math, tables by rank count, interleaved kinds, link failures.
 add_test(NAME unit_algo_coll_1_8 COMMAND test_algo_coll 1 8)
 add_test(NAME unit_algo_coll_9_16 COMMAND test_algo_coll 9 16)
+# Reduce, reduce_scatter_block, reduce_scatter: the same, with failures and the allreduce match.
+add_test(NAME unit_algo_reduce_1_8 COMMAND test_algo_reduce 1 8)
+add_test(NAME unit_algo_reduce_9_16 COMMAND test_algo_reduce 9 16)
+# Allgatherv: zero, skewed and all-on-one counts, displacements anywhere, link failures.
+add_test(NAME unit_algo_gathers COMMAND test_algo_gathers)
 # The C API over ucx_mr on the loopback device (one context per rank thread).
 add_test(NAME unit_algo_mr COMMAND test_algo_mr)
 set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_9_12
   unit_algo_allreduce_13_16 unit_algo_faults unit_algo_mr unit_algo_coll_1_8 unit_algo_coll_9_16
+  unit_algo_reduce_1_8 unit_algo_reduce_9_16 unit_algo_gathers
   PROPERTIES TIMEOUT 300 LABELS unit)
 # Alltoall, alltoallv: pairwise and Bruck peer math, tables by rank count, skewed v-counts,
 # in place, link failures.
