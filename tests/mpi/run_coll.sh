@@ -60,7 +60,7 @@ if [ "$off" -eq 1 ]; then
   fi
   exit 0
 fi
-n=$(grep -c "$world, bcast, barrier, allgather, reduce, reduce_scatter_block, reduce_scatter, allgatherv, gather, gatherv, scatter, scatterv" "$out" || true)
+n=$(grep -c "$world, bcast, barrier, allgather, alltoall, alltoallv, reduce, reduce_scatter_block, reduce_scatter, allgatherv, gather, gatherv, scatter, scatterv" "$out" || true)
 [ "$n" -eq "$np" ] || fail "coll/dualrail did not take every collective on $n of $np ranks"
 # MPI_COMM_WORLD's counters: C calls, F handed to the previous module (the derived-datatype
 # and user-op cases); C > F means calls ran on dualrail.
