@@ -385,14 +385,16 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
         world_agree(comm, module);
     }
     m->active = cm->state == MCA_COLL_DUALRAIL_STATE_ON;
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): %s%s%s%s%s%s%s%s%s%s%s%s",
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: communicator %s (cid %u, %d ranks): "
+                        "%s%s%s%s%s%s%s%s%s%s%s%s",
                      cm->world_rank, comm->c_name, m->comm_id, ompi_comm_size(comm),
                      m->active ? "allreduce runs on dualrail" : "pass-through",
                      m->active && m->super.coll_bcast ? ", bcast" : "",
                      m->active && m->super.coll_barrier ? ", barrier" : "",
                      m->active && m->super.coll_allgather ? ", allgather" : "",
                      m->active && m->super.coll_reduce ? ", reduce" : "",
-                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block" : "",
+                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block"
+                                                                     : "",
                      m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "",
                      m->active && m->super.coll_allgatherv ? ", allgatherv" : "",
                      m->active && m->super.coll_gather ? ", gather" : "",
