@@ -407,7 +407,8 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
                      m->active && m->super.coll_alltoall ? ", alltoall" : "",
                      m->active && m->super.coll_alltoallv ? ", alltoallv" : "",
                      m->active && m->super.coll_reduce ? ", reduce" : "",
-                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block" : "",
+                     m->active && m->super.coll_reduce_scatter_block ? ", reduce_scatter_block"
+                                                                     : "",
                      m->active && m->super.coll_reduce_scatter ? ", reduce_scatter" : "",
                      m->active && m->super.coll_allgatherv ? ", allgatherv" : "",
                      m->active && m->super.coll_gather ? ", gather" : "",

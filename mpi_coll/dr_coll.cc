@@ -185,8 +185,7 @@ extern "C" int dr_reduce_scatter_block_choose(const dr_coll_args_t *a)
     return reduce_scatter_choose(to_params(a, kKindReduceScatterBlock), total);
 }
 
-extern "C" dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
-                                     size_t errlen)
+extern "C" dr_status_t dr_allgatherv(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
 {
     return run_kind(mr, a, kKindAllgatherv, err, errlen);
 }
