@@ -83,6 +83,7 @@ typedef struct mca_coll_dualrail_component_t {
     char weights_used[64];        /* coll_dualrail_weights as set up (MCA storage is gone by then) */
     char reason[512];             /* why this process cannot run dualrail, if it cannot */
     char signature[256];          /* discovered planes' identities ("" for an explicit list) */
+    bool thread_multiple;         /* MPI_THREAD_MULTIPLE (init_query): ucx_mr takes its lock */
 } mca_coll_dualrail_component_t;
 
 typedef struct mca_coll_dualrail_module_t {
@@ -191,6 +192,18 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
                                        size_t errlen, dr_status_t *st);
 void mca_coll_dualrail_gpu_module_fini(mca_coll_dualrail_module_t *m);
 void mca_coll_dualrail_gpu_report(void);
+
+/*
+ * A communicator the component declines although the user asked for it (priority > 0):
+ * one line at verbose 0, from the communicator's rank 0 (every rank at verbose 1), so
+ * that a user who selected it never finds out from a benchmark that it was off.
+ */
+#define DUALRAIL_DECLINE(comm, ...)                                                                \
+    do {                                                                                           \
+        if (mca_coll_dualrail_component.verbose >= 1 || ompi_comm_rank(comm) == 0) {               \
+            opal_output(mca_coll_dualrail_component.output, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
 
 #define DUALRAIL_VERBOSE(level, ...)                                                               \
     do {                                                                                           \

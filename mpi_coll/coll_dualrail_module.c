@@ -80,11 +80,10 @@ int mca_coll_dualrail_progress(void)
 int mca_coll_dualrail_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     (void)enable_progress_threads;
-    /* ucx_mr contexts are single-threaded: with MPI_THREAD_MULTIPLE we stay out. */
-    if (enable_mpi_threads) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: disabled: MPI_THREAD_MULTIPLE is not supported");
-        return OMPI_ERR_NOT_SUPPORTED;
-    }
+    /* MPI_THREAD_MULTIPLE: threads run collectives on different communicators at once.
+     * The ucx_mr context is then created thread safe (one short-held lock per call, never
+     * across a wait); decided here, once, so a single-threaded job takes no lock at all. */
+    mca_coll_dualrail_component.thread_multiple = enable_mpi_threads;
     return OMPI_SUCCESS;
 }
 
@@ -180,6 +179,7 @@ static void mr_init(void)
     cfg.verbose = cm->verbose > 1 ? cm->verbose - 1 : 0;
     cfg.name = name;
     cfg.log = mr_log;
+    cfg.thread_safe = cm->thread_multiple;
     char err[sizeof(cm->reason)];
     dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
     if (st != DR_OK) {
@@ -187,8 +187,9 @@ static void mr_init(void)
         cm->mr = NULL;
         return;
     }
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s", cm->world_rank,
-                     dr_mr_num_planes(cm->mr), cfg.planes);
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s%s", cm->world_rank,
+                     dr_mr_num_planes(cm->mr), cfg.planes,
+                     cm->thread_multiple ? ", thread safe (MPI_THREAD_MULTIPLE)" : "");
 }
 
 /*
@@ -373,7 +374,8 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         return NULL; /* installed but not asked for: change nothing */
     }
     if (OMPI_COMM_IS_INTER(comm)) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: intercommunicator", comm->c_name);
+        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: intercommunicator (the previous "
+                         "component serves it)", comm->c_name);
         return NULL;
     }
     const bool world = comm == &ompi_mpi_comm_world.comm;
@@ -385,8 +387,14 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
      * MPI_Init (MPI_COMM_SELF), before an application sets CUDA_VISIBLE_DEVICES.
      */
     if (ompi_comm_size(comm) < 2 && (world || cm->state != MCA_COLL_DUALRAIL_STATE_ON)) {
-        DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
-                         comm->c_name);
+        if (world) {
+            DUALRAIL_DECLINE(comm, "coll/dualrail: not used: a one-process job (nothing to "
+                             "stripe; coll/self serves it)");
+        } else {
+            /* The job is off: its world agreement said why already. */
+            DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
+                             comm->c_name);
+        }
         return NULL;
     }
     if (world) {
@@ -401,21 +409,23 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     }
     if (ompi_comm_get_cid(comm) > 0xffff) {
         /* Keys carry 16 bits of communicator id. Every rank sees the same cid. */
-        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: cid %u above 65535", comm->c_name,
-                         ompi_comm_get_cid(comm));
+        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: cid %u above 65535 (message keys "
+                         "carry 16 bits)", comm->c_name, ompi_comm_get_cid(comm));
         return NULL;
     }
     const int size = ompi_comm_size(comm);
     uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)size);
     if (ids == NULL) {
+        opal_output(cm->output, "coll/dualrail: rank %d: declining %s: out of memory",
+                    cm->world_rank, comm->c_name);
         return NULL;
     }
     for (int r = 0; r < size; ++r) {
         opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, r);
         if (name.jobid != OMPI_PROC_MY_NAME->jobid) {
             /* Every member sees a foreign process too, so all decline alike. */
-            DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: rank %d belongs to another job",
-                             comm->c_name, r);
+            DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: rank %d belongs to another "
+                             "job", comm->c_name, r);
             free(ids);
             return NULL;
         }

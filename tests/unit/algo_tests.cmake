@@ -26,3 +26,13 @@ add_test(NAME unit_algo_mr COMMAND test_algo_mr)
 set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_9_12
   unit_algo_allreduce_13_16 unit_algo_faults unit_algo_mr unit_algo_coll_1_8 unit_algo_coll_9_16
   PROPERTIES TIMEOUT 300 LABELS unit)
+
+# MPI_THREAD_MULTIPLE without MPI: threads x communicators over thread-safe ucx_mr contexts,
+# entered in opposite orders; and the proof that the test catches a process-wide lock held
+# around whole collectives (that mode must deadlock, broken by the collectives' timeout).
+add_executable(test_mr_threads ${CMAKE_CURRENT_LIST_DIR}/test_mr_threads.cc)
+target_link_libraries(test_mr_threads PRIVATE dualrail_algo Threads::Threads)
+add_test(NAME unit_mr_threads COMMAND test_mr_threads)
+add_test(NAME unit_mr_threads_global_lock_deadlocks COMMAND test_mr_threads --global-lock)
+set_tests_properties(unit_mr_threads unit_mr_threads_global_lock_deadlocks
+  PROPERTIES TIMEOUT 120 LABELS unit)
