@@ -20,7 +20,9 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_staged.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/staging.cc
     ${CMAKE_CURRENT_LIST_DIR}/dr_coll.cc
-    ${CMAKE_CURRENT_LIST_DIR}/dr_coll_gpu.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll_gpu.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/task.cc
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll_nb.cc)
   target_include_directories(dualrail_algo PUBLIC
     ${PROJECT_SOURCE_DIR}/include
     ${CMAKE_CURRENT_LIST_DIR})

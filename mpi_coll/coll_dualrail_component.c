@@ -187,6 +187,11 @@ static int dualrail_register(void)
         "path runs on machines without a GPU", MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_9,
         &cm->gpu_standin);
     mca_coll_dualrail_stats_register();
+    cm->nb_enable = 1;
+    reg("nonblocking", "Run MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather and MPI_Ibarrier on "
+        "dualrail (each only where its blocking form runs here too; advanced from "
+        "opal_progress: any MPI call progresses them); 0: leave them to the next component",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->nb_enable);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "
@@ -202,6 +207,7 @@ static int dualrail_open(void)
     cm->state = MCA_COLL_DUALRAIL_STATE_UNKNOWN;
     cm->mr = NULL;
     cm->reason[0] = '\0';
+    mca_coll_dualrail_nb_open();
     return OMPI_SUCCESS;
 }
 
@@ -214,6 +220,7 @@ static int dualrail_close(void)
             mca_coll_dualrail_stats_print();
         }
     }
+    mca_coll_dualrail_nb_close();
     if (cm->mr != NULL) {
         dr_mr_destroy(cm->mr);
         cm->mr = NULL;

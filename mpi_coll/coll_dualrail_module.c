@@ -37,6 +37,7 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_barrier_module = NULL;
     m->previous_allgather = NULL;
     m->previous_allgather_module = NULL;
+    mca_coll_dualrail_nb_module_init(m);
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -57,6 +58,7 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
         }
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
+    mca_coll_dualrail_nb_module_fini(m);  /* its non-blocking counters, queue, previous modules */
     free(m->peer_ids);
     mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
                                       m->previous_barrier_module, m->previous_allgather_module};
@@ -73,8 +75,11 @@ OBJ_CLASS_INSTANCE(mca_coll_dualrail_module_t, mca_coll_base_module_t, module_co
 
 int mca_coll_dualrail_progress(void)
 {
-    return mca_coll_dualrail_component.mr != NULL ? dr_mr_progress(mca_coll_dualrail_component.mr)
-                                                  : 0;
+    if (mca_coll_dualrail_component.mr == NULL) {
+        return 0;
+    }
+    const int events = dr_mr_progress(mca_coll_dualrail_component.mr);
+    return events + mca_coll_dualrail_nb_progress(events);
 }
 
 int mca_coll_dualrail_init_query(bool enable_progress_threads, bool enable_mpi_threads)
@@ -351,6 +356,9 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(barrier);
     DUALRAIL_SAVE(allgather);
 #undef DUALRAIL_SAVE
+    if (mca_coll_dualrail_nb_enable(m, comm) != OMPI_SUCCESS) {
+        return OMPI_ERROR;
+    }
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
@@ -445,6 +453,7 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->super.coll_bcast = cm->bcast_enable ? mca_coll_dualrail_bcast : NULL;
     m->super.coll_barrier = cm->barrier_enable ? mca_coll_dualrail_barrier : NULL;
     m->super.coll_allgather = cm->allgather_enable ? mca_coll_dualrail_allgather : NULL;
+    mca_coll_dualrail_nb_query(m);
     *priority = cm->priority;
     return &m->super;
 }

@@ -79,6 +79,11 @@ struct Params {
     double timeout = -1;                            /* s without progress; <= 0: none */
     void (*idle)(void *arg) = nullptr;
     void *idle_arg = nullptr;
+    /* A non-blocking collective's task (dr_coll_nb.cc): called at every wait that saw
+     * nothing of this call complete, instead of idling, to hand the thread back to the
+     * progress callback that resumes the task. nullptr: the blocking waits as before. */
+    void (*yield)(void *arg) = nullptr;
+    void *yield_arg = nullptr;
 };
 
 /*

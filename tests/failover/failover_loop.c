@@ -13,6 +13,8 @@
  * --coll bcast|allgather loops that collective instead (issue 13), validated
  * the same way: MPI_Bcast from root k mod n of rank root's values;
  * MPI_Allgather of count/n elements per rank, odd iterations in place.
+ * --coll iallreduce runs the allreduce as MPI_Iallreduce + MPI_Wait (issue 15):
+ * the same checks, an error comes from MPI_Wait (the request's status).
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -24,7 +26,7 @@
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
- *                 [--coll allreduce|bcast|allgather]
+ *                 [--coll allreduce|iallreduce|bcast|allgather]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -165,9 +167,23 @@ static const char *class_name(int cls)
 enum { COLL_ALLREDUCE, COLL_BCAST, COLL_ALLGATHER };
 static int coll = COLL_ALLREDUCE;
 static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
+/* --coll iallreduce: the allreduce as MPI_Iallreduce + MPI_Wait (issue 15). */
+static int nonblocking = 0;
 
 /* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
  * header: never a collective). */
+/* The loop's allreduce, blocking or (--coll iallreduce) started and waited for: an error
+ * then comes from MPI_Wait, through the request's status. */
+static int allreduce_call(const void *send, void *recv, size_t count)
+{
+    if (!nonblocking) {
+        return MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    MPI_Request req;
+    int rc = MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
+    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+}
+
 static void p2p_allgather_ints(const int *mine, int n, int *all)
 {
     if (rank == 0) {
@@ -262,7 +278,7 @@ static void usage(void)
         fprintf(stderr,
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
-                "[--after-error N] [--timeline] [--device] [--coll allreduce|bcast|allgather]\n");
+                "[--after-error N] [--timeline] [--device] [--coll allreduce|iallreduce|bcast|allgather]\n");
     }
 }
 
@@ -390,6 +406,8 @@ int main(int argc, char **argv)
                 coll = COLL_BCAST, coll_name = "bcast", coll_mpi = "MPI_Bcast";
             } else if (strcmp(v, "allgather") == 0) {
                 coll = COLL_ALLGATHER, coll_name = "allgather", coll_mpi = "MPI_Allgather";
+            } else if (strcmp(v, "iallreduce") == 0) {
+                nonblocking = 1, coll_name = "iallreduce", coll_mpi = "MPI_Iallreduce";
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
@@ -501,7 +519,7 @@ int main(int argc, char **argv)
             recv = dev_out;
         }
         c0 = epoch_now();
-        int rc = MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = allreduce_call(send, recv, count);
         c1 = epoch_now();
         if (dev_mem != NULL) {
             dev_copy(out, dev_out, count * sizeof(int));
@@ -520,10 +538,10 @@ int main(int argc, char **argv)
             int len = 0, cls = 0;
             MPI_Error_class(rc, &cls);
             MPI_Error_string(rc, msg, &len);
-            printf("failover_loop: rank %d: MPI error in MPI_Allreduce #%u (%zu bytes) after "
+            printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after "
                    "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d (%s), "
                    "code %d: %s\n",
-                   rank, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
+                   rank, coll_mpi, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
                    msg);
             fflush(stdout);
             my_status = ST_MPI_ERROR;
@@ -595,7 +613,7 @@ int main(int argc, char **argv)
         }
         memset(out, 0xa5, count * sizeof(int));
         const double c0 = epoch_now();
-        int rc = MPI_Allreduce(in, out, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = allreduce_call(in, out, count);
         const double c1 = epoch_now();
         size_t wrong = 0;
         for (size_t i = 0; rc == MPI_SUCCESS && i < count; ++i) {

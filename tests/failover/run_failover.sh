@@ -422,7 +422,7 @@ case $mode in
     # ("peer rank N ... no plane left (plane 0 (ethA): down ...; plane 1 (ethB): down ...)")
     # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
-    pat="MPI_Allreduce on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
+    pat="(MPI_Allreduce|MPI_Iallreduce) on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
     if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
       ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else

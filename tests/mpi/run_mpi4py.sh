@@ -7,7 +7,8 @@
 #     is thread safe, MPI_COMM_WORLD's module took the collectives, and its
 #     counters (verbose 1) show allreduce, bcast and allgather calls on
 #     dualrail with none handed to the previous module, on MPI_COMM_WORLD and
-#     on both threads' communicators (py_thread0, py_thread1);
+#     on both threads' communicators (py_thread0, py_thread1), and the
+#     world's Iallreduce calls on dualrail (non-blocking, none handed over);
 #   - with --fault KIND: plane A of node 1 is cut (lab.sh fault) --fault-at s
 #     after the loop's start and healed at --heal-at; every result still
 #     exact, plane 0 declared down by some rank and re-admitted after the heal.
@@ -76,6 +77,9 @@ for c in MPI_COMM_WORLD py_thread0 py_thread1; do
     [ "$n" -eq "$np" ] || fail "$c: $k calls on dualrail counted on $n of $np ranks"
   done
 done
+# Iallreduce (the world's loop): run on dualrail as a non-blocking collective.
+n=$(grep -Ec "communicator MPI_COMM_WORLD \(cid 0\): [1-9][0-9]* iallreduce call\(s\), 0 handed" "$out" || true)
+[ "$n" -eq "$np" ] || fail "MPI_COMM_WORLD: iallreduce calls on dualrail counted on $n of $np ranks"
 if [ -n "$kind" ]; then
   grep -Eq "coll/dualrail rank [0-9]+: peer [0-9]+ .*plane 0 .* down:" "$out" ||
     fail "plane 0 was never declared down"
