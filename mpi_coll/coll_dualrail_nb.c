@@ -153,15 +153,24 @@ int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_commu
  */
 #define DUALRAIL_NB_BACK_TO_BACK  100e-6
 #define DUALRAIL_SPIN_NO_YIELD_NB 20e-6 /* as coll_dualrail_common.c's */
-static __thread double nb_idle_since, nb_last_call;
+#define DUALRAIL_NB_RESUME_EVERY 50e-6
+static __thread double nb_idle_since, nb_last_call, nb_last_resume;
 
 int mca_coll_dualrail_nb_progress(int events)
 {
     if (dr_nb_outstanding() == 0) {
         return 0;
     }
-    const int done = dr_nb_progress();
+    /* A task is resumed (two context switches, each a system call for the signal mask)
+     * when the planes did something, and otherwise at most every DUALRAIL_NB_RESUME_EVERY:
+     * its transfers may have completed in someone else's progress (a blocking collective's
+     * waits progress the planes themselves), and its timeouts must keep running. */
     const double now = MPI_Wtime();
+    int done = 0;
+    if (events != 0 || now - nb_last_resume > DUALRAIL_NB_RESUME_EVERY) {
+        done = dr_nb_progress();
+        nb_last_resume = now;
+    }
     if (events != 0 || done != 0 || now - nb_last_call > DUALRAIL_NB_BACK_TO_BACK) {
         nb_idle_since = now;
     }
