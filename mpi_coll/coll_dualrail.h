@@ -86,6 +86,7 @@ typedef struct mca_coll_dualrail_component_t {
     char signature[256];          /* discovered planes' identities ("" for an explicit list) */
     bool thread_multiple;         /* MPI_THREAD_MULTIPLE (init_query): ucx_mr takes its lock */
     int nb_enable;                /* non-blocking collectives (MPI_Iallreduce...) on dualrail */
+    int progress_thread;          /* a thread advances them while the application computes */
     opal_free_list_t nb_requests; /* their requests (coll_dualrail_nb.c) */
     bool nb_requests_ready;
 } mca_coll_dualrail_component_t;
@@ -220,6 +221,8 @@ void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m);
 /* Set the module's non-blocking entries (comm_query) and save the previous ones (enable). */
 void mca_coll_dualrail_nb_query(mca_coll_dualrail_module_t *m);
 int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm);
+/* coll_dualrail_progress_thread: started once the job runs dualrail, stopped at close. */
+void mca_coll_dualrail_nb_thread_start(void);
 /* Tasks resumed from the progress callback (events: what the planes' progress did); the
  * number completed. Idles like a blocking wait when called back to back with nothing done. */
 int mca_coll_dualrail_nb_progress(int events);

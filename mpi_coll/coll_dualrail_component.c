@@ -192,6 +192,12 @@ static int dualrail_register(void)
         "dualrail (each only where its blocking form runs here too; advanced from "
         "opal_progress: any MPI call progresses them); 0: leave them to the next component",
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->nb_enable);
+    cm->progress_thread = 0;
+    reg("progress_thread", "A progress thread per process advances the non-blocking collectives "
+        "while the application computes without calling MPI (it sleeps on the planes' event "
+        "descriptors, or idles when none is outstanding; the transport then takes a lock per "
+        "call, as under MPI_THREAD_MULTIPLE). 0 (default): they advance inside MPI calls only",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->progress_thread);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "

@@ -184,7 +184,7 @@ static void mr_init(void)
     cfg.verbose = cm->verbose > 1 ? cm->verbose - 1 : 0;
     cfg.name = name;
     cfg.log = mr_log;
-    cfg.thread_safe = cm->thread_multiple;
+    cfg.thread_safe = cm->thread_multiple || cm->progress_thread;
     char err[sizeof(cm->reason)];
     dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
     if (st != DR_OK) {
@@ -194,7 +194,9 @@ static void mr_init(void)
     }
     DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s%s", cm->world_rank,
                      dr_mr_num_planes(cm->mr), cfg.planes,
-                     cm->thread_multiple ? ", thread safe (MPI_THREAD_MULTIPLE)" : "");
+                     cm->thread_multiple   ? ", thread safe (MPI_THREAD_MULTIPLE)"
+                     : cm->progress_thread ? ", thread safe (progress thread)"
+                                           : "");
 }
 
 /*
@@ -322,6 +324,9 @@ static void world_agree(ompi_communicator_t *comm, mca_coll_base_module_t *modul
         /* A send completes when the peer acknowledges it, and the peer may be waiting for
          * that inside another MPI call: keep the planes progressing from opal_progress. */
         opal_progress_register(mca_coll_dualrail_progress);
+        if (cm->progress_thread) {
+            mca_coll_dualrail_nb_thread_start();
+        }
         DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: enabled, %d ranks, %d plane(s)", rank, size,
                          all[0]);
         mca_coll_dualrail_gpu_report();

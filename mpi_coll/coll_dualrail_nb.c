@@ -25,6 +25,7 @@
  */
 #include "coll_dualrail.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,8 +63,76 @@ void mca_coll_dualrail_nb_open(void)
                             -1, 16, NULL, 0, NULL, NULL, NULL) == OPAL_SUCCESS;
 }
 
+/*
+ * The progress thread (coll_dualrail_progress_thread): while a non-blocking collective is
+ * outstanding it progresses the planes and resumes the tasks, and sleeps on the planes'
+ * descriptors when nothing moved (woken by data, at most 1 ms, so timeouts keep running);
+ * with none outstanding it waits on a condition a start signals. It never calls
+ * opal_progress (the application may not have asked for threads).
+ */
+static pthread_t nb_thread;
+static pthread_mutex_t nb_thread_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nb_thread_cv = PTHREAD_COND_INITIALIZER;
+static int nb_thread_running, nb_thread_stop;
+
+static void *nb_thread_main(void *arg)
+{
+    dr_mr_t *mr = arg;
+    for (;;) {
+        pthread_mutex_lock(&nb_thread_mu);
+        while (!nb_thread_stop && dr_nb_outstanding() == 0) {
+            pthread_cond_wait(&nb_thread_cv, &nb_thread_mu);
+        }
+        const int stop = nb_thread_stop;
+        pthread_mutex_unlock(&nb_thread_mu);
+        if (stop) {
+            return NULL;
+        }
+        const int events = dr_mr_progress(mr);
+        if (dr_nb_progress() == 0 && events == 0) {
+            dr_mr_wait_event(mr, 0.001);
+        }
+    }
+}
+
+void mca_coll_dualrail_nb_thread_start(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    if (nb_thread_running || cm->mr == NULL) {
+        return;
+    }
+    nb_thread_stop = 0;
+    if (pthread_create(&nb_thread, NULL, nb_thread_main, cm->mr) != 0) {
+        opal_output(cm->output,
+                    "coll/dualrail: rank %d: no progress thread (pthread_create "
+                    "failed): non-blocking collectives advance inside MPI calls only",
+                    cm->world_rank);
+        return;
+    }
+    nb_thread_running = 1;
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: progress thread started", cm->world_rank);
+}
+
+/* A collective was started: wake the progress thread if it idles. */
+static void nb_thread_kick(void)
+{
+    if (nb_thread_running) {
+        pthread_mutex_lock(&nb_thread_mu);
+        pthread_cond_signal(&nb_thread_cv);
+        pthread_mutex_unlock(&nb_thread_mu);
+    }
+}
+
 void mca_coll_dualrail_nb_close(void)
 {
+    if (nb_thread_running) {
+        pthread_mutex_lock(&nb_thread_mu);
+        nb_thread_stop = 1;
+        pthread_cond_signal(&nb_thread_cv);
+        pthread_mutex_unlock(&nb_thread_mu);
+        pthread_join(nb_thread, NULL);
+        nb_thread_running = 0;
+    }
     OBJ_DESTRUCT(&mca_coll_dualrail_component.nb_requests);
     mca_coll_dualrail_component.nb_requests_ready = false;
 }
@@ -153,7 +222,7 @@ int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_commu
  */
 #define DUALRAIL_NB_BACK_TO_BACK  100e-6
 #define DUALRAIL_SPIN_NO_YIELD_NB 20e-6 /* as coll_dualrail_common.c's */
-#define DUALRAIL_NB_RESUME_EVERY 50e-6
+#define DUALRAIL_NB_RESUME_EVERY  50e-6
 static __thread double nb_idle_since, nb_last_call, nb_last_resume;
 
 int mca_coll_dualrail_nb_progress(int events)
@@ -291,6 +360,7 @@ static int started(mca_coll_dualrail_request_t *req, dr_status_t st, const char 
         return rc;
     }
     *request = &req->super;
+    nb_thread_kick();
     return OMPI_SUCCESS;
 }
 

@@ -13,7 +13,11 @@
  *     be complete (MPI_Request_get_status);
  *   - MPI_Cancel on a running collective is refused (MPI_ERRORS_RETURN on
  *     MPI_COMM_WORLD) and the request still completes with the right data;
- *   - MPI_Request_free on a running collective request is refused too.
+ *   - MPI_Request_free on a running collective request is refused too;
+ *   - --progress-thread (run with coll_dualrail_progress_thread 1): an
+ *     MPI_Iallreduce of 2.4 MB started, then 3 s of computation without any MPI
+ *     call: the first MPI_Test after it finds it complete (the progress thread
+ *     ran it; without one only its first messages would have left).
  *
  * Prints "N passed, M failed" (rank 0, over all ranks) and exits non-zero on
  * any failure. Bounded: a fixed number of rounds; a watchdog aborts at 240 s.
@@ -166,7 +170,8 @@ int main(int argc, char **argv)
     }
     static const size_t counts[] = {0, 1, 3, 1000, 8192, 70001, 300000};
     int64_t *blk = malloc(sizeof(int64_t) * 100000);
-    const int rounds = argc > 1 ? atoi(argv[1]) : 24;
+    const int progress_thread = argc > 1 && strcmp(argv[1], "--progress-thread") == 0;
+    const int rounds = progress_thread ? 3 : argc > 1 ? atoi(argv[1]) : 24;
     for (int round = 0; round < rounds; ++round) {
         const int method = round % 4;
         MPI_Comm comm = round % 3 == 2 ? rev : MPI_COMM_WORLD;
@@ -254,6 +259,23 @@ int main(int argc, char **argv)
         MPI_Test_cancelled(&st, &cancelled);
         check(!cancelled, "not cancelled", 999, 0);
         verify(o, 999, 0, MPI_COMM_WORLD);
+    }
+    if (progress_thread) {
+        op_t *o = &ops[0];
+        o->kind = 0;
+        o->count = MAXC; /* 2.4 MB */
+        MPI_Request req;
+        MPI_Barrier(MPI_COMM_WORLD);
+        start(o, 998, 0, MPI_COMM_WORLD, &req);
+        compute(3.0); /* no MPI call */
+        int flag = 0;
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        check(flag, "progress thread: complete at the first MPI_Test after 3 s of computing", 998,
+              0);
+        if (!flag) {
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        verify(o, 998, 0, MPI_COMM_WORLD);
     }
     long mine[2] = {passed, failed}, all[2];
     MPI_Reduce(mine, all, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

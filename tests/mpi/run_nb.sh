@@ -4,16 +4,18 @@
 # rank MPI_COMM_WORLD's and the reversed split's counters (verbose 1, printed
 # when the communicator is freed) show iallreduce, ibcast, iallgather and
 # ibarrier calls on dualrail with none handed to the previous module.
-#   run_nb.sh BINARY NP [-- nb_check args...]
+#   run_nb.sh BINARY NP [--mca NAME VALUE]... [-- nb_check args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
+mca=()
+while [ "${1:-}" = "--mca" ]; do mca+=(--mca "$2" "$3"); shift 3; done
 [ "${1:-}" != "--" ] || shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
 timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node \
-  --mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 \
+  --mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 "${mca[@]}" \
   "$bin" "$@" >"$out" 2>&1 || rc=$?
 cat "$out"
 fail() { echo "run_nb.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
