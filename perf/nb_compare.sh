@@ -8,16 +8,19 @@
 #
 #   overlap      dualrail-nb-bench overlap (OSU osu_iallreduce's method): without
 #                MPI_Test during the compute (OSU's default), and with --tests N
-#                (default 100) MPI_Test calls spread over it (OSU's -t)
+#                (default 100) MPI_Test calls spread over it (OSU's -t); both
+#                again with coll_dualrail_progress_thread 1
 #   threads      dualrail-nb-bench threads: 1 thread (reference), then 2 threads on
 #                2 communicators at once (MPI_THREAD_MULTIPLE), aggregate bus
 #                bandwidth against the two planes' payload limit (2 x rate / 8 x
 #                1448/1514: TCP payload of a 1514-byte frame at MTU 1500, what tc
 #                counts)
-#   --base DIR   also: 8 B and 16 MiB MPI_Allreduce latency (dualrail-allreduce-bench)
-#                with DIR's component (a build of the commit before this work)
-#                and with this one, alternately, twice each: single-threaded jobs
-#                must pay nothing for thread safety (target: within 3 %)
+#   --base DIR   also: MPI_Allreduce latency (dualrail-allreduce-bench) with DIR's
+#                component (a build of the commit before this work) and with this
+#                one, alternately, three times each: 16 MiB on the capped lab, 8 B
+#                on an uncapped one of 2 nodes (one rank per core, as
+#                perf/latency_compare.sh): single-threaded jobs must pay nothing
+#                for thread safety (target: within 3 %)
 # Uses its own lab (prefix drnb unless DUALRAIL_LAB_PREFIX is set), removed at exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +53,7 @@ dr=(--mca coll_dualrail_priority 100 --mca coll_dualrail_planes ethA,ethB)
 run() { # name, command...
   local name=$1; shift
   echo "nb_compare.sh: $name" >&2
-  if ! timeout 900 "$lab" mpirun -np 4 --map-by node "${dr[@]}" "$@" >"$work/$name.out" 2>"$work/$name.err"; then
+  if ! timeout 900 "$lab" mpirun -np "${np:-4}" --map-by node "${dr[@]}" "$@" >"$work/$name.out" 2>"$work/$name.err"; then
     echo "nb_compare.sh: $name failed:" >&2
     tail -n 20 "$work/$name.err" "$work/$name.out" >&2
     exit 1
@@ -60,19 +63,25 @@ run() { # name, command...
 }
 run overlap0 "$nb" overlap --iters "$iters"
 run overlapT "$nb" overlap --iters "$iters" --tests "$tests"
+run overlapP0 --mca coll_dualrail_progress_thread 1 "$nb" overlap --iters "$iters"
+run overlapPT --mca coll_dualrail_progress_thread 1 "$nb" overlap --iters "$iters" --tests "$tests"
 run threads1 "$nb" threads --iters $((iters * 2)) --threads 1
 run threads2 "$nb" threads --iters $((iters * 2)) --threads 2
 if [ -n "$base" ]; then
-  for round in 1 2; do
-    for which in base this; do
-      dir=$build
-      [ "$which" = this ] || dir=$base
-      for sz in 8 16777216; do
-        DUALRAIL_BUILD_DIR=$dir run "$which-$sz-$round" --mca coll_dualrail_barrier 0 \
-          --mca coll_dualrail_bcast 0 "$ar" -m "$sz:$sz" $([ "$sz" = 8 ] && echo "-i 2000" || echo "-i 10")
+  compare() { # size iters
+    for round in 1 2 3; do
+      for which in base this; do
+        dir=$build
+        [ "$which" = this ] || dir=$base
+        DUALRAIL_BUILD_DIR=$dir run "$which-$1-$round" --mca coll_dualrail_barrier 0 \
+          --mca coll_dualrail_bcast 0 "$ar" -m "$1:$1" -i "$2"
       done
     done
-  done
+  }
+  compare 16777216 10
+  "$lab" down >/dev/null
+  "$lab" up --nodes 2 >/dev/null
+  np=2 compare 8 20000
 fi
 python3 - "$work" "$rate" "$tests" "$base" <<'PY'
 import os, sys
@@ -89,7 +98,8 @@ def mbit(r):
 limit = 2 * mbit(rate) / 8 * 1448 / 1514 / 1e6
 print(f"# 16 MiB allreduce, 4 ranks on 4 lab nodes, planes capped at {rate} each")
 print("# overlap (OSU method)     t_block ms  t_pure ms  t_cpu ms  t_total ms  overlap %  pure/block")
-for name, what in (("overlap0", "no MPI_Test (OSU default)"), ("overlapT", f"{tests} MPI_Test calls")):
+for name, what in (("overlap0", "no MPI_Test (OSU default)"), ("overlapT", f"{tests} MPI_Test calls"),
+                   ("overlapP0", "progress thread"), ("overlapPT", f"thread + {tests} MPI_Test")):
     f = rows(name)[0]
     print(f"{what:26s} {float(f[0]):10.1f} {float(f[1]):10.1f} {float(f[2]):9.1f} {float(f[3]):11.1f} {float(f[4]):10.1f} {float(f[5]):11.3f}")
 t1 = float(rows("threads1")[0][1])
@@ -98,16 +108,19 @@ print("# threads x communicators   aggregate bus MB/s   / payload limit")
 print(f"1 thread                   {t1:18.2f} {t1 / limit:16.2f}")
 print(f"2 threads, 2 communicators {t2:18.2f} {t2 / limit:16.2f}")
 print(f"# two-plane payload limit: {limit:.2f} MB/s")
-o0, oT = rows("overlap0")[0], rows("overlapT")[0]
+o = {n: rows(n)[0] for n in ("overlap0", "overlapT", "overlapP0", "overlapPT")}
 print()
-print(f"target: overlap >= 80 %: {float(o0[4]):.1f} % without MPI_Test, {float(oT[4]):.1f} % with {tests}")
-print(f"target: non-blocking pure time / blocking <= 1.1: {float(o0[5]):.3f} and {float(oT[5]):.3f}")
+print("target: overlap >= 80 %: " + ", ".join(f"{float(o[n][4]):.1f} %" for n in o) +
+      " (no test, tests, thread, thread + tests)")
+print("target: non-blocking pure time / blocking <= 1.1: " + ", ".join(f"{float(o[n][5]):.3f}" for n in o))
 print(f"target: 2 threads' aggregate bus BW / payload limit >= 0.9: {t2 / limit:.2f}")
 if base:
-    print("# single-threaded cost of this work: average latency us (2 runs each, alternating)")
-    for sz in ("8", "16777216"):
-        b = [float(rows(f"base-{sz}-{r}")[0][1]) for r in (1, 2)]
-        t = [float(rows(f"this-{sz}-{r}")[0][1]) for r in (1, 2)]
-        print(f"{sz:>9s} B   before {b[0]:.1f} {b[1]:.1f}   this {t[0]:.1f} {t[1]:.1f}   "
-              f"ratio of means {sum(t) / sum(b):.3f} (target <= 1.03)")
+    print("# single-threaded cost of this work: average latency us (3 runs each, alternating;"
+          " 16 MiB: 4 nodes, capped; 8 B: 2 nodes, uncapped)")
+    for sz in ("16777216", "8"):
+        b = [float(rows(f"base-{sz}-{r}")[0][1]) for r in (1, 2, 3)]
+        t = [float(rows(f"this-{sz}-{r}")[0][1]) for r in (1, 2, 3)]
+        print(f"{sz:>9s} B   before " + " ".join(f"{x:.1f}" for x in b) + "   this " +
+              " ".join(f"{x:.1f}" for x in t) +
+              f"   ratio of medians {sorted(t)[1] / sorted(b)[1]:.3f} (target <= 1.03)")
 PY
