@@ -387,8 +387,10 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         return NULL; /* installed but not asked for: change nothing */
     }
     if (OMPI_COMM_IS_INTER(comm)) {
-        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: intercommunicator (the previous "
-                         "component serves it)", comm->c_name);
+        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s (cid %u): intercommunicator (the "
+                         "previous component serves it)",
+                         comm->c_name[0] ? comm->c_name : "a communicator",
+                         ompi_comm_get_cid(comm));
         return NULL;
     }
     const bool world = comm == &ompi_mpi_comm_world.comm;
