@@ -148,7 +148,8 @@ static int overlap(void)
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# overlap, %d ranks, %zu bytes, %d calls each, %d MPI_Test call(s) during the "
-               "compute\n", size, bytes, iters, tests);
+               "compute\n",
+               size, bytes, iters, tests);
         printf("# t_block_ms t_pure_ms t_cpu_ms t_total_ms overlap_pct pure_over_block\n");
         printf("%.2f %.2f %.2f %.2f %.1f %.3f\n", t_block * 1e3, t_pure * 1e3, t_cpu * 1e3,
                t_total * 1e3, ov, t_pure / t_block);
@@ -208,10 +209,12 @@ static int threads(void)
     for (int t = 0; t < nthreads; ++t) {
         MPI_Comm_free(&args[t].comm);
     }
-    const double bus = (double)nthreads * iters * (double)bytes * 2.0 * (size - 1) / size / el / 1e6;
+    const double bus =
+        (double)nthreads * iters * (double)bytes * 2.0 * (size - 1) / size / el / 1e6;
     if (rank == 0) {
         printf("# threads, %d ranks, %d thread(s) x %d allreduce(s) of %zu bytes, each on its "
-               "own communicator\n", size, nthreads, iters, bytes);
+               "own communicator\n",
+               size, nthreads, iters, bytes);
         printf("# elapsed_s aggregate_bus_MBps\n");
         printf("%.3f %.2f\n", el, bus);
         printf("%s\n", any_bad ? "WRONG RESULT" : "every result exact");
