@@ -11,6 +11,7 @@ packages=(
   libcmocka-dev libboost-program-options-dev
   iproute2 iptables iputils-ping util-linux procps
   gnuplot-nox python3
+  python3-mpi4py python3-numpy
 )
 
 missing=()

@@ -36,7 +36,9 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/alltoall_pairwise.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/alltoall_bruck.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/alltoallv_pairwise.cc
-    ${CMAKE_CURRENT_LIST_DIR}/dr_alltoall.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/dr_alltoall.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/task.cc
+    ${CMAKE_CURRENT_LIST_DIR}/dr_coll_nb.cc)
   target_include_directories(dualrail_algo PUBLIC
     ${PROJECT_SOURCE_DIR}/include
     ${CMAKE_CURRENT_LIST_DIR})

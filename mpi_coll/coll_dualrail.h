@@ -30,6 +30,7 @@
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
+#include "opal/class/opal_free_list.h"
 #include "opal/class/opal_object.h"
 
 #include "dr_coll.h"
@@ -107,6 +108,11 @@ typedef struct mca_coll_dualrail_component_t {
     char weights_used[64];        /* coll_dualrail_weights as set up (MCA storage is gone by then) */
     char reason[512];             /* why this process cannot run dualrail, if it cannot */
     char signature[256];          /* discovered planes' identities ("" for an explicit list) */
+    bool thread_multiple;         /* MPI_THREAD_MULTIPLE (init_query): ucx_mr takes its lock */
+    int nb_enable;                /* non-blocking collectives (MPI_Iallreduce...) on dualrail */
+    int progress_thread;          /* a thread advances them while the application computes */
+    opal_free_list_t nb_requests; /* their requests (coll_dualrail_nb.c) */
+    bool nb_requests_ready;
 } mca_coll_dualrail_component_t;
 
 typedef struct mca_coll_dualrail_module_t {
@@ -158,6 +164,19 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_scatter_module;
     mca_coll_base_module_scatterv_fn_t previous_scatterv;
     mca_coll_base_module_t *previous_scatterv_module;
+
+    /* Non-blocking collectives (coll_dualrail_nb.c): their queue (in issue order, created
+     * at the first call), per-kind counters, and the previous module of each. */
+    struct dr_nb_queue *nb_queue;
+    uint64_t nb_calls[DR_KIND_COUNT], nb_fallbacks[DR_KIND_COUNT];
+    mca_coll_base_module_iallreduce_fn_t previous_iallreduce;
+    mca_coll_base_module_t *previous_iallreduce_module;
+    mca_coll_base_module_ibcast_fn_t previous_ibcast;
+    mca_coll_base_module_t *previous_ibcast_module;
+    mca_coll_base_module_ibarrier_fn_t previous_ibarrier;
+    mca_coll_base_module_t *previous_ibarrier_module;
+    mca_coll_base_module_iallgather_fn_t previous_iallgather;
+    mca_coll_base_module_t *previous_iallgather_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -263,6 +282,33 @@ typedef struct mca_coll_dualrail_reduce_ctx_t {
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype);
 
+/* coll_dualrail_nb.c: non-blocking collectives, tasks advanced from opal_progress. */
+int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module);
+int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtype, int root,
+                             struct ompi_communicator_t *comm, ompi_request_t **request,
+                             mca_coll_base_module_t *module);
+int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                 void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module);
+int mca_coll_dualrail_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
+                               mca_coll_base_module_t *module);
+void mca_coll_dualrail_nb_open(void);
+void mca_coll_dualrail_nb_close(void);
+void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m);
+void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m);
+/* Set the module's non-blocking entries (comm_query) and save the previous ones (enable). */
+void mca_coll_dualrail_nb_query(mca_coll_dualrail_module_t *m);
+int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm);
+/* coll_dualrail_progress_thread: started once the job runs dualrail, stopped at close. */
+void mca_coll_dualrail_nb_thread_start(void);
+/* Tasks resumed from the progress callback (events: what the planes' progress did); the
+ * number completed. Idles like a blocking wait when called back to back with nothing done. */
+int mca_coll_dualrail_nb_progress(int events);
+
 /* coll_dualrail_gpu.c: device buffers (staged through pinned host memory). */
 struct dr_mem_ops;
 /* The memory interface the component uses: CUDA's, or with gpu_standin the host stand-in. */
@@ -273,6 +319,18 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
                                        size_t errlen, dr_status_t *st);
 void mca_coll_dualrail_gpu_module_fini(mca_coll_dualrail_module_t *m);
 void mca_coll_dualrail_gpu_report(void);
+
+/*
+ * A communicator the component declines although the user asked for it (priority > 0):
+ * one line at verbose 0, from the communicator's rank 0 (every rank at verbose 1), so
+ * that a user who selected it never finds out from a benchmark that it was off.
+ */
+#define DUALRAIL_DECLINE(comm, ...)                                                                \
+    do {                                                                                           \
+        if (mca_coll_dualrail_component.verbose >= 1 || ompi_comm_rank(comm) == 0) {               \
+            opal_output(mca_coll_dualrail_component.output, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
 
 #define DUALRAIL_VERBOSE(level, ...)                                                               \
     do {                                                                                           \

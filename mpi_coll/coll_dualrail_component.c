@@ -295,6 +295,17 @@ static int dualrail_register(void)
         "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
         OPAL_INFO_LVL_4, &cm->scatterv_enable);
     mca_coll_dualrail_stats_register();
+    cm->nb_enable = 1;
+    reg("nonblocking", "Run MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather and MPI_Ibarrier on "
+        "dualrail (each only where its blocking form runs here too; advanced from "
+        "opal_progress: any MPI call progresses them); 0: leave them to the next component",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->nb_enable);
+    cm->progress_thread = 0;
+    reg("progress_thread", "A progress thread per process advances the non-blocking collectives "
+        "while the application computes without calling MPI (it sleeps on the planes' event "
+        "descriptors, or idles when none is outstanding; the transport then takes a lock per "
+        "call, as under MPI_THREAD_MULTIPLE). 0 (default): they advance inside MPI calls only",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->progress_thread);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "
@@ -332,6 +343,7 @@ static int dualrail_open(void)
     cm->state = MCA_COLL_DUALRAIL_STATE_UNKNOWN;
     cm->mr = NULL;
     cm->reason[0] = '\0';
+    mca_coll_dualrail_nb_open();
     return OMPI_SUCCESS;
 }
 
@@ -344,6 +356,7 @@ static int dualrail_close(void)
             mca_coll_dualrail_stats_print();
         }
     }
+    mca_coll_dualrail_nb_close();
     if (cm->mr != NULL) {
         dr_mr_destroy(cm->mr);
         cm->mr = NULL;

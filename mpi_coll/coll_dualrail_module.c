@@ -58,6 +58,7 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->previous_scatter_module = NULL;
     m->previous_scatterv = NULL;
     m->previous_scatterv_module = NULL;
+    mca_coll_dualrail_nb_module_init(m);
 }
 
 static const char *const kind_names[DR_KIND_COUNT] = {
@@ -81,6 +82,7 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
         mca_coll_dualrail_component.kind_fallbacks[k] += m->fallbacks[k];
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
+    mca_coll_dualrail_nb_module_fini(m);  /* its non-blocking counters, queue, previous modules */
     free(m->peer_ids);
     free(m->alltoallv_layout);
     mca_coll_base_module_t *prev[] = {m->previous_allreduce_module, m->previous_bcast_module,
@@ -105,18 +107,20 @@ OBJ_CLASS_INSTANCE(mca_coll_dualrail_module_t, mca_coll_base_module_t, module_co
 
 int mca_coll_dualrail_progress(void)
 {
-    return mca_coll_dualrail_component.mr != NULL ? dr_mr_progress(mca_coll_dualrail_component.mr)
-                                                  : 0;
+    if (mca_coll_dualrail_component.mr == NULL) {
+        return 0;
+    }
+    const int events = dr_mr_progress(mca_coll_dualrail_component.mr);
+    return events + mca_coll_dualrail_nb_progress(events);
 }
 
 int mca_coll_dualrail_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     (void)enable_progress_threads;
-    /* ucx_mr contexts are single-threaded: with MPI_THREAD_MULTIPLE we stay out. */
-    if (enable_mpi_threads) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: disabled: MPI_THREAD_MULTIPLE is not supported");
-        return OMPI_ERR_NOT_SUPPORTED;
-    }
+    /* MPI_THREAD_MULTIPLE: threads run collectives on different communicators at once.
+     * The ucx_mr context is then created thread safe (one short-held lock per call, never
+     * across a wait); decided here, once, so a single-threaded job takes no lock at all. */
+    mca_coll_dualrail_component.thread_multiple = enable_mpi_threads;
     return OMPI_SUCCESS;
 }
 
@@ -212,6 +216,7 @@ static void mr_init(void)
     cfg.verbose = cm->verbose > 1 ? cm->verbose - 1 : 0;
     cfg.name = name;
     cfg.log = mr_log;
+    cfg.thread_safe = cm->thread_multiple || cm->progress_thread;
     char err[sizeof(cm->reason)];
     dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
     if (st != DR_OK) {
@@ -219,8 +224,11 @@ static void mr_init(void)
         cm->mr = NULL;
         return;
     }
-    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s", cm->world_rank,
-                     dr_mr_num_planes(cm->mr), cfg.planes);
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s%s", cm->world_rank,
+                     dr_mr_num_planes(cm->mr), cfg.planes,
+                     cm->thread_multiple   ? ", thread safe (MPI_THREAD_MULTIPLE)"
+                     : cm->progress_thread ? ", thread safe (progress thread)"
+                                           : "");
 }
 
 /*
@@ -348,6 +356,9 @@ static void world_agree(ompi_communicator_t *comm, mca_coll_base_module_t *modul
         /* A send completes when the peer acknowledges it, and the peer may be waiting for
          * that inside another MPI call: keep the planes progressing from opal_progress. */
         opal_progress_register(mca_coll_dualrail_progress);
+        if (cm->progress_thread) {
+            mca_coll_dualrail_nb_thread_start();
+        }
         DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: enabled, %d ranks, %d plane(s)", rank, size,
                          all[0]);
         mca_coll_dualrail_gpu_report();
@@ -392,6 +403,9 @@ static int module_enable(mca_coll_base_module_t *module, struct ompi_communicato
     DUALRAIL_SAVE(scatter);
     DUALRAIL_SAVE(scatterv);
 #undef DUALRAIL_SAVE
+    if (mca_coll_dualrail_nb_enable(m, comm) != OMPI_SUCCESS) {
+        return OMPI_ERROR;
+    }
 
     if (comm == &ompi_mpi_comm_world.comm && cm->state == MCA_COLL_DUALRAIL_STATE_UNKNOWN) {
         world_agree(comm, module);
@@ -427,7 +441,10 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         return NULL; /* installed but not asked for: change nothing */
     }
     if (OMPI_COMM_IS_INTER(comm)) {
-        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: intercommunicator", comm->c_name);
+        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s (cid %u): intercommunicator (the "
+                         "previous component serves it)",
+                         comm->c_name[0] ? comm->c_name : "a communicator",
+                         ompi_comm_get_cid(comm));
         return NULL;
     }
     const bool world = comm == &ompi_mpi_comm_world.comm;
@@ -439,8 +456,14 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
      * MPI_Init (MPI_COMM_SELF), before an application sets CUDA_VISIBLE_DEVICES.
      */
     if (ompi_comm_size(comm) < 2 && (world || cm->state != MCA_COLL_DUALRAIL_STATE_ON)) {
-        DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
-                         comm->c_name);
+        if (world) {
+            DUALRAIL_DECLINE(comm, "coll/dualrail: not used: a one-process job (nothing to "
+                             "stripe; coll/self serves it)");
+        } else {
+            /* The job is off: its world agreement said why already. */
+            DUALRAIL_VERBOSE(2, "coll/dualrail: declining %s: a single process (coll/self's)",
+                             comm->c_name);
+        }
         return NULL;
     }
     if (world) {
@@ -455,21 +478,23 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     }
     if (ompi_comm_get_cid(comm) > 0xffff) {
         /* Keys carry 16 bits of communicator id. Every rank sees the same cid. */
-        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: cid %u above 65535", comm->c_name,
-                         ompi_comm_get_cid(comm));
+        DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: cid %u above 65535 (message keys "
+                         "carry 16 bits)", comm->c_name, ompi_comm_get_cid(comm));
         return NULL;
     }
     const int size = ompi_comm_size(comm);
     uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)size);
     if (ids == NULL) {
+        opal_output(cm->output, "coll/dualrail: rank %d: declining %s: out of memory",
+                    cm->world_rank, comm->c_name);
         return NULL;
     }
     for (int r = 0; r < size; ++r) {
         opal_process_name_t name = ompi_group_get_proc_name(comm->c_remote_group, r);
         if (name.jobid != OMPI_PROC_MY_NAME->jobid) {
             /* Every member sees a foreign process too, so all decline alike. */
-            DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: rank %d belongs to another job",
-                             comm->c_name, r);
+            DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: rank %d belongs to another "
+                             "job", comm->c_name, r);
             free(ids);
             return NULL;
         }
@@ -501,6 +526,7 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     m->super.coll_gatherv = cm->gatherv_enable ? mca_coll_dualrail_gatherv : NULL;
     m->super.coll_scatter = cm->scatter_enable ? mca_coll_dualrail_scatter : NULL;
     m->super.coll_scatterv = cm->scatterv_enable ? mca_coll_dualrail_scatterv : NULL;
+    mca_coll_dualrail_nb_query(m);
     *priority = cm->priority;
     return &m->super;
 }

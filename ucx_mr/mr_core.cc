@@ -403,7 +403,8 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof(wp));
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    /* The context's mutex (Guard) serialises every UCX call when several threads use it. */
+    wp.thread_mode = mr->mt ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
     st = ucp_worker_create(pl->context, &wp, &pl->worker);
     if (st != UCS_OK) {
         set_err(err, errlen, "plane %d (%s): ucp_worker_create: %s", pl->index, pl->device.c_str(),
@@ -643,6 +644,7 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
         mr->wmode = wmode;
         memcpy(mr->wratios, wratios, sizeof(wratios));
         mr->self = self;
+        mr->mt = cfg->thread_safe != 0;
         mr->list = list;
         mr->stall_us = (uint64_t)(cfg->stall_timeout * 1e6);
         mr->probe_us = (uint64_t)(cfg->probe_interval * 1e6);
@@ -799,6 +801,7 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
         addrs[i].assign(p, p + n);
         p += n;
     }
+    Guard g(mr);
     Peer *pe = mr->peer_get(peer, true);
     for (uint32_t i = 0; i < nplanes; ++i) {
         mr->ep_close(pe->links[i].get());
@@ -814,7 +817,18 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
 
 extern "C" const char *dr_mr_last_error(const dr_mr_t *mr)
 {
-    return mr->last_error.c_str();
+    if (!mr->mt) {
+        return mr->last_error.c_str();
+    }
+    /* Another thread's progress may rewrite last_error at any time: hand out a copy. */
+    static thread_local std::string copy;
+    Guard g(mr);
+    try {
+        copy = mr->last_error;
+    } catch (const std::bad_alloc &) {
+        copy.clear();
+    }
+    return copy.c_str();
 }
 
 extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint32_t *weights,
@@ -830,6 +844,7 @@ extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint3
     if (sum == 0) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr);
     Peer *p;
     try {
         p = mr->peer_get(peer, true);
@@ -854,6 +869,7 @@ extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint3
 
 extern "C" dr_link_state_t dr_mr_link_state(const dr_mr_t *mr, uint32_t peer, int plane)
 {
+    Guard g(mr);
     if (plane < 0 || plane >= (int)mr->planes.size() || peer >= mr->peers.size() ||
         !mr->peers[peer]) {
         return DR_LINK_UNUSED;
@@ -870,6 +886,7 @@ extern "C" dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_pla
     if (mr == nullptr || out == nullptr || plane < 0 || plane >= (int)mr->planes.size()) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr);
     *out = mr->planes[plane]->stats;
     return DR_OK;
 }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -300,6 +301,11 @@ struct Mr {
     dr_weights_mode_t wmode = DR_WEIGHTS_ADAPTIVE;
     uint32_t wratios[DR_MAX_PLANES] = {};
     uint64_t w_last_tick = 0;
+    /* dr_mr_config_t.thread_safe, decided once at dr_mr_create: every public entry then
+     * holds mu for its own duration (Guard below), never across a wait. Otherwise no lock
+     * is ever taken, so a single-threaded job pays one predictable branch per call. */
+    bool mt = false;
+    mutable std::mutex mu;
 
     /* mr_core.cc */
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -361,6 +367,32 @@ struct Mr {
     void watchdog(uint64_t now);
     void dump_peer(const Peer *p, uint64_t now);
     void handle_deferred();
+};
+
+/*
+ * A public entry's critical section: holds mr's lock for the call when the context is
+ * thread safe, nothing otherwise. Never held while the caller waits for a peer: waits are
+ * loops of separate calls (dr_mr_wait, the algorithms' Engine), each taking it anew.
+ */
+class Guard {
+  public:
+    explicit Guard(const Mr *mr) : mu_(mr != nullptr && mr->mt ? &mr->mu : nullptr)
+    {
+        if (mu_ != nullptr) {
+            mu_->lock();
+        }
+    }
+    ~Guard()
+    {
+        if (mu_ != nullptr) {
+            mu_->unlock();
+        }
+    }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+
+  private:
+    std::mutex *mu_;
 };
 
 } // namespace mr

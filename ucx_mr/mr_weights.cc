@@ -285,6 +285,7 @@ using namespace dualrail::mr;
 extern "C" dr_status_t dr_mr_link_weight(const dr_mr_t *mr, uint32_t peer, int plane, double *share,
                                          double *rate)
 {
+    Guard g(mr);
     if (mr == nullptr || plane < 0 || plane >= (int)mr->planes.size() || peer >= mr->peers.size() ||
         !mr->peers[peer]) {
         return DR_ERR_INVALID;

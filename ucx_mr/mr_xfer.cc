@@ -705,6 +705,7 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
     if (req == nullptr) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr);
     Peer *p;
     Req *r;
     try {
@@ -745,6 +746,7 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
     if (req == nullptr) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr);
     Peer *p;
     Req *r;
     try {
@@ -777,6 +779,7 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
 
 extern "C" int dr_mr_progress(dr_mr_t *mr)
 {
+    Guard g(mr); /* any thread may progress; one at a time, for this call only */
     int events = 0;
     mr->clock = now_us();
     /* The polled planes take turns (each until it has nothing more, at most 64 rounds,
@@ -839,10 +842,13 @@ extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
     if (mr == nullptr || mr->epfd < 0 || timeout <= 0) {
         return;
     }
-    for (auto &pl : mr->planes) {
-        /* BUSY: events arrived since the last progress; sleeping now would miss them. */
-        if (ucp_worker_arm(pl->worker) != UCS_OK) {
-            return;
+    {
+        Guard g(mr); /* arm under the lock, sleep outside it */
+        for (auto &pl : mr->planes) {
+            /* BUSY: events arrived since the last progress; sleeping now would miss them. */
+            if (ucp_worker_arm(pl->worker) != UCS_OK) {
+                return;
+            }
         }
     }
     int ms = (int)(timeout * 1000 + 0.5);
@@ -853,10 +859,10 @@ extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
 
 extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
 {
-    (void)mr;
     if (req == nullptr) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr); /* another thread's progress writes the request's state */
     Req *r = req;
     if (r->is_send && !r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
         r->complete = true;
@@ -900,6 +906,7 @@ extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
     if (mr == nullptr || req == nullptr) {
         return DR_ERR_INVALID;
     }
+    Guard g(mr);
     Req *r = req;
     if (r->complete || r->copied) {
         return DR_OK; /* a copied send is complete for its caller */
@@ -918,6 +925,7 @@ extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
     if (mr == nullptr || req == nullptr) {
         return;
     }
+    Guard g(mr);
     Req *r = req;
     if (!r->complete && r->copied) {
         r->released = true; /* sweep() recycles it once acknowledged (or failed) */
@@ -934,6 +942,7 @@ extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
 
 extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)
 {
+    Guard g(mr);
     size_t n = 0;
     for (size_t pi = 0; mr != nullptr && pi < mr->peers.size(); ++pi) {
         const Peer *p = mr->peers[pi].get();

@@ -18,8 +18,32 @@
  * peer answers is declared down). A downed (peer, plane) is probed in the
  * background with backoff and re-admitted when it answers.
  *
- * Threading: one context is used by one thread at a time (like a UCP worker
- * in single-thread mode). Nothing here knows about MPI.
+ * Threading. By default (thread_safe 0) a context is used by one thread at a
+ * time, and takes no lock at all. With dr_mr_config_t.thread_safe set at
+ * dr_mr_create, any number of threads may call every function below at once on
+ * the same context, except dr_mr_create and dr_mr_destroy (no other call may
+ * run during them):
+ *   - each call holds the context's one mutex for its own duration only, so a
+ *     call is short: progress polls the planes and returns, it never waits
+ *     for a peer;
+ *   - progress is shared: dr_mr_progress (and dr_mr_wait, which is a loop of
+ *     test and progress, taking the lock anew each round) drives every plane
+ *     for every thread; a request started by one thread is completed by
+ *     whichever thread progresses next, and its owner sees it in dr_mr_test;
+ *   - dr_mr_wait_event arms the planes under the lock and sleeps outside it;
+ *     another thread's progress may take the events meanwhile (the sleep then
+ *     ends at its timeout, at most 10 ms);
+ *   - a request belongs to the thread that started it: only that thread tests,
+ *     waits for, cancels or frees it;
+ *   - dr_mr_last_error returns a copy private to the calling thread, of the
+ *     context's last error (which another thread's request may have set);
+ *   - the log callback runs with the lock held: it must not call into the
+ *     context. UCX workers run in UCS_THREAD_MODE_SERIALIZED (the mutex
+ *     serialises every UCX call), otherwise in UCS_THREAD_MODE_SINGLE.
+ * Callers that wait for peers (coll/dualrail's algorithms) must not hold a
+ * lock of their own across those waits: two processes running two
+ * communicators' collectives in opposite orders would deadlock.
+ * Nothing here knows about MPI.
  */
 #ifndef DUALRAIL_UCX_MR_H
 #define DUALRAIL_UCX_MR_H
@@ -66,6 +90,9 @@ typedef struct dr_mr_config {
      * a far slower plane keeping a trickle; "equal"; or fixed ratios, one per plane
      * ("2:1"). Anything else fails dr_mr_create with a reason naming the value. */
     const char *weights;
+    /* Non-zero: several threads may use the context at once (see Threading above); every
+     * call then takes the context's mutex. 0 (default): one thread at a time, no lock. */
+    int thread_safe;
 } dr_mr_config_t;
 
 /* Fill cfg with defaults (planes = NULL). */

@@ -88,6 +88,11 @@ struct Params {
      * result, a multiple of elem_size; allgatherv, gatherv, scatterv: each rank's block) */
     const size_t *counts = nullptr;
     const size_t *displs = nullptr; /* byte offsets of the blocks (allgatherv, gatherv, scatterv) */
+    /* A non-blocking collective's task (dr_coll_nb.cc): called at every wait that saw
+     * nothing of this call complete, instead of idling, to hand the thread back to the
+     * progress callback that resumes the task. nullptr: the blocking waits as before. */
+    void (*yield)(void *arg) = nullptr;
+    void *yield_arg = nullptr;
 };
 
 /*

@@ -194,7 +194,10 @@ dr_status_t Engine::stalled(int peer, uint32_t step)
             return st;
         }
     }
-    if (events == 0) {
+    if (p_.yield != nullptr) {
+        /* A non-blocking collective: its progress callback resumes it at its next turn. */
+        p_.yield(p_.yield_arg);
+    } else if (events == 0) {
         if (p_.idle != nullptr) {
             p_.idle(p_.idle_arg);
         } else if (++idle_spins_ > 64) {

@@ -11,6 +11,9 @@
  *     yields the CPU or runs opal_progress there); without p.idle it yields
  *     after a short spin;
  *   - listens for aborts (below) once the call has waited a little.
+ * A non-blocking collective's schedule runs as a task (dr_coll_nb.cc): its
+ * p.yield is called at every such wait instead, suspending the task until the
+ * progress callback resumes it.
  *
  * Aborts. A rank that fails (transport error, timeout, a peer's abort) tells
  * every peer of its schedule, except the failed ones, with a 4-byte message

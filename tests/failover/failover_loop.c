@@ -22,6 +22,8 @@
  * --coll reduce|reduce_scatter_block: MPI_Reduce (MPI_SUM) to root k mod n,
  * checked there, in place at the root in odd iterations; MPI_Reduce_scatter_block
  * of count/n elements per rank, odd iterations in place.
+ * --coll iallreduce runs the allreduce as MPI_Iallreduce + MPI_Wait (issue 15):
+ * the same checks, an error comes from MPI_Wait (the request's status).
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -33,8 +35,8 @@
  *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
- *                 [--coll allreduce|bcast|allgather|alltoall|alltoallv|reduce|
- *                  reduce_scatter_block]
+ *                 [--coll allreduce|iallreduce|bcast|allgather|alltoall|alltoallv|
+ *                  reduce|reduce_scatter_block]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -184,9 +186,23 @@ enum {
 };
 static int coll = COLL_ALLREDUCE;
 static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
+/* --coll iallreduce: the allreduce as MPI_Iallreduce + MPI_Wait (issue 15). */
+static int nonblocking = 0;
 
 /* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
  * header: never a collective). */
+/* The loop's allreduce, blocking or (--coll iallreduce) started and waited for: an error
+ * then comes from MPI_Wait, through the request's status. */
+static int allreduce_call(const void *send, void *recv, size_t count)
+{
+    if (!nonblocking) {
+        return MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    MPI_Request req;
+    int rc = MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
+    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+}
+
 static void p2p_allgather_ints(const int *mine, int n, int *all)
 {
     if (rank == 0) {
@@ -419,7 +435,7 @@ static void usage(void)
                 "usage: failover_loop [--size small|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
                 "[--after-error N] [--timeline] [--device] "
-                "[--coll allreduce|bcast|allgather|alltoall|alltoallv|"
+                "[--coll allreduce|iallreduce|bcast|allgather|alltoall|alltoallv|"
                 "reduce|reduce_scatter_block]\n");
     }
 }
@@ -557,6 +573,8 @@ int main(int argc, char **argv)
             } else if (strcmp(v, "reduce_scatter_block") == 0) {
                 coll = COLL_REDUCE_SCATTER_BLOCK, coll_name = "reduce_scatter_block",
                 coll_mpi = "MPI_Reduce_scatter_block";
+            } else if (strcmp(v, "iallreduce") == 0) {
+                nonblocking = 1, coll_name = "iallreduce", coll_mpi = "MPI_Iallreduce";
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
@@ -674,7 +692,7 @@ int main(int argc, char **argv)
             recv = dev_out;
         }
         c0 = epoch_now();
-        int rc = MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = allreduce_call(send, recv, count);
         c1 = epoch_now();
         if (dev_mem != NULL) {
             dev_copy(out, dev_out, count * sizeof(int));
@@ -693,10 +711,10 @@ int main(int argc, char **argv)
             int len = 0, cls = 0;
             MPI_Error_class(rc, &cls);
             MPI_Error_string(rc, msg, &len);
-            printf("failover_loop: rank %d: MPI error in MPI_Allreduce #%u (%zu bytes) after "
+            printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after "
                    "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d (%s), "
                    "code %d: %s\n",
-                   rank, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
+                   rank, coll_mpi, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
                    msg);
             fflush(stdout);
             my_status = ST_MPI_ERROR;
@@ -784,7 +802,7 @@ int main(int argc, char **argv)
         }
         memset(out, 0xa5, count * sizeof(int));
         const double c0 = epoch_now();
-        int rc = MPI_Allreduce(in, out, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = allreduce_call(in, out, count);
         const double c1 = epoch_now();
         size_t wrong = 0;
         for (size_t i = 0; rc == MPI_SUCCESS && i < count; ++i) {

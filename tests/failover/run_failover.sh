@@ -128,6 +128,7 @@ case $coll in
   allgather) cmpi=MPI_Allgather ;;
   reduce) cmpi=MPI_Reduce ;;
   reduce_scatter_block) cmpi=MPI_Reduce_scatter_block ;;
+  iallreduce) cmpi=MPI_Iallreduce ;;
   *) cmpi=MPI_Allreduce ;;
 esac
 # First down after the fault: a single cut is caught within 3 s; a flapping plane only
@@ -441,7 +442,9 @@ case $mode in
     # ("peer rank N ... no plane left (plane 0 (ethA): down ...; plane 1 (ethB): down ...)")
     # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
-    pat="$cmpi on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
+    what=$cmpi
+    [ "$coll" != iallreduce ] || what="(MPI_Allreduce|MPI_Iallreduce)"
+    pat="$what on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
     if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
       ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else

@@ -40,3 +40,20 @@ add_test(NAME unit_algo_alltoall_9_13 COMMAND test_algo_alltoall 9 13)
 add_test(NAME unit_algo_alltoall_mr COMMAND test_algo_alltoall_mr)
 set_tests_properties(unit_algo_alltoall_1_8 unit_algo_alltoall_9_13 unit_algo_alltoall_mr
   PROPERTIES TIMEOUT 300 LABELS unit)
+
+# MPI_THREAD_MULTIPLE without MPI: threads x communicators over thread-safe ucx_mr contexts,
+# entered in opposite orders; and the proof that the test catches a process-wide lock held
+# around whole collectives (that mode must deadlock, broken by the collectives' timeout).
+add_executable(test_mr_threads ${CMAKE_CURRENT_LIST_DIR}/test_mr_threads.cc)
+target_link_libraries(test_mr_threads PRIVATE dualrail_algo Threads::Threads)
+add_test(NAME unit_mr_threads COMMAND test_mr_threads)
+add_test(NAME unit_mr_threads_global_lock_deadlocks COMMAND test_mr_threads --global-lock)
+set_tests_properties(unit_mr_threads unit_mr_threads_global_lock_deadlocks
+  PROPERTIES TIMEOUT 120 LABELS unit)
+
+# Non-blocking collectives (dr_coll_nb.h): one thread drives four ranks' tasks over ucx_mr on
+# loopback; many outstanding on two communicators, completion order, pooled stacks, errors.
+add_executable(test_algo_nb ${CMAKE_CURRENT_LIST_DIR}/test_algo_nb.cc)
+target_link_libraries(test_algo_nb PRIVATE dualrail_algo)
+add_test(NAME unit_algo_nb COMMAND test_algo_nb)
+set_tests_properties(unit_algo_nb PROPERTIES TIMEOUT 120 LABELS unit)

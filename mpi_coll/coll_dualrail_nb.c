@@ -1,0 +1,554 @@
+/*
+ * coll/dualrail non-blocking collectives: MPI_Iallreduce, MPI_Ibcast,
+ * MPI_Iallgather, MPI_Ibarrier. Each call is checked as its blocking form
+ * (the same fallbacks, to the previous module's non-blocking entry, before
+ * any data moves; device buffers go there too), then started as a task of
+ * the algorithm layer (dr_coll_nb.h) that runs the blocking schedule and
+ * yields at every wait. The tasks advance from the progress callback
+ * registered with opal_progress, so MPI_Test, MPI_Wait and any other MPI call
+ * progress them; they complete in issue order per communicator.
+ *
+ * Keys: a non-blocking collective takes its blocking kind's next sequence
+ * number (MPI orders blocking and non-blocking collectives on a communicator
+ * alike, so every rank numbers them the same).
+ *
+ * Requests (the life cycle of Open MPI 4.1's coll/libnbc and coll/ucc):
+ * from a free list, OMPI_REQUEST_INIT, type OMPI_REQUEST_COLL, active; the
+ * communicator is retained until the request is freed (MPI lets a program
+ * free a communicator with collectives outstanding); completion sets
+ * req_status.MPI_ERROR (MPI_SUCCESS or the failure's class, the failure
+ * printed in one line naming the collective, communicator and peer) and calls
+ * ompi_request_complete, so MPI_Wait and MPI_Test raise it through the
+ * communicator's error handler; MPI_Cancel is refused (MPI_ERR_REQUEST: MPI
+ * does not allow cancelling a collective); freeing a running request is
+ * refused (MPI_ERR_REQUEST), as libnbc does.
+ */
+#include "coll_dualrail.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
+#include "ompi/request/request.h"
+#include "opal/class/opal_free_list.h"
+#include "opal/util/output.h"
+
+#include "dr_coll.h"
+#include "dr_coll_gpu.h"
+#include "dr_coll_nb.h"
+
+typedef struct mca_coll_dualrail_request_t {
+    ompi_request_t super;
+    struct ompi_communicator_t *comm;
+    const char *what;                    /* "MPI_Iallreduce": how a failure names it */
+    mca_coll_dualrail_reduce_ctx_t rctx; /* the allreduce's op and datatype */
+} mca_coll_dualrail_request_t;
+
+OBJ_CLASS_INSTANCE(mca_coll_dualrail_request_t, ompi_request_t, NULL, NULL);
+
+static const char *const nb_names[DR_KIND_COUNT] = {"iallreduce", "ibcast", "ibarrier",
+                                                    "iallgather"};
+
+void mca_coll_dualrail_nb_open(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    OBJ_CONSTRUCT(&cm->nb_requests, opal_free_list_t);
+    /* Nothing allocated until the first non-blocking call; then 16 at a time, unbounded. */
+    cm->nb_requests_ready =
+        opal_free_list_init(&cm->nb_requests, sizeof(mca_coll_dualrail_request_t),
+                            opal_cache_line_size, OBJ_CLASS(mca_coll_dualrail_request_t), 0, 0, 0,
+                            -1, 16, NULL, 0, NULL, NULL, NULL) == OPAL_SUCCESS;
+}
+
+/*
+ * The progress thread (coll_dualrail_progress_thread): while a non-blocking collective is
+ * outstanding it progresses the planes and resumes the tasks, and sleeps on the planes'
+ * descriptors when nothing moved (woken by data, at most 1 ms, so timeouts keep running);
+ * with none outstanding it waits on a condition a start signals. It never calls
+ * opal_progress (the application may not have asked for threads).
+ */
+static pthread_t nb_thread;
+static pthread_mutex_t nb_thread_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t nb_thread_cv = PTHREAD_COND_INITIALIZER;
+static int nb_thread_running, nb_thread_stop;
+
+static void *nb_thread_main(void *arg)
+{
+    dr_mr_t *mr = arg;
+    for (;;) {
+        pthread_mutex_lock(&nb_thread_mu);
+        while (!nb_thread_stop && dr_nb_outstanding() == 0) {
+            pthread_cond_wait(&nb_thread_cv, &nb_thread_mu);
+        }
+        const int stop = nb_thread_stop;
+        pthread_mutex_unlock(&nb_thread_mu);
+        if (stop) {
+            return NULL;
+        }
+        const int events = dr_mr_progress(mr);
+        if (dr_nb_progress() == 0 && events == 0) {
+            dr_mr_wait_event(mr, 0.001);
+        }
+    }
+}
+
+void mca_coll_dualrail_nb_thread_start(void)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    if (nb_thread_running || cm->mr == NULL) {
+        return;
+    }
+    nb_thread_stop = 0;
+    if (pthread_create(&nb_thread, NULL, nb_thread_main, cm->mr) != 0) {
+        opal_output(cm->output,
+                    "coll/dualrail: rank %d: no progress thread (pthread_create "
+                    "failed): non-blocking collectives advance inside MPI calls only",
+                    cm->world_rank);
+        return;
+    }
+    nb_thread_running = 1;
+    DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: progress thread started", cm->world_rank);
+}
+
+/* A collective was started: wake the progress thread if it idles. */
+static void nb_thread_kick(void)
+{
+    if (nb_thread_running) {
+        pthread_mutex_lock(&nb_thread_mu);
+        pthread_cond_signal(&nb_thread_cv);
+        pthread_mutex_unlock(&nb_thread_mu);
+    }
+}
+
+void mca_coll_dualrail_nb_close(void)
+{
+    if (nb_thread_running) {
+        pthread_mutex_lock(&nb_thread_mu);
+        nb_thread_stop = 1;
+        pthread_cond_signal(&nb_thread_cv);
+        pthread_mutex_unlock(&nb_thread_mu);
+        pthread_join(nb_thread, NULL);
+        nb_thread_running = 0;
+    }
+    OBJ_DESTRUCT(&mca_coll_dualrail_component.nb_requests);
+    mca_coll_dualrail_component.nb_requests_ready = false;
+}
+
+void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m)
+{
+    m->nb_queue = NULL;
+    memset(m->nb_calls, 0, sizeof(m->nb_calls));
+    memset(m->nb_fallbacks, 0, sizeof(m->nb_fallbacks));
+    m->previous_iallreduce = NULL;
+    m->previous_iallreduce_module = NULL;
+    m->previous_ibcast = NULL;
+    m->previous_ibcast_module = NULL;
+    m->previous_ibarrier = NULL;
+    m->previous_ibarrier_module = NULL;
+    m->previous_iallgather = NULL;
+    m->previous_iallgather_module = NULL;
+}
+
+void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m)
+{
+    for (int k = 0; k < DR_KIND_COUNT; ++k) {
+        if (m->nb_calls[k] != 0) {
+            DUALRAIL_VERBOSE(
+                1,
+                "coll/dualrail: rank %d: communicator %s (cid %u): %llu %s "
+                "call(s), %llu handed to the previous module",
+                mca_coll_dualrail_component.world_rank, m->comm ? m->comm->c_name : "?", m->comm_id,
+                (unsigned long long)m->nb_calls[k], k < 4 && nb_names[k] ? nb_names[k] : "?",
+                (unsigned long long)m->nb_fallbacks[k]);
+        }
+    }
+    /* Every request retains the communicator: none can be outstanding here. */
+    dr_nb_queue_free(m->nb_queue);
+    mca_coll_base_module_t *prev[] = {m->previous_iallreduce_module, m->previous_ibcast_module,
+                                      m->previous_ibarrier_module, m->previous_iallgather_module};
+    for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
+        if (prev[i] != NULL) {
+            OBJ_RELEASE(prev[i]);
+        }
+    }
+    mca_coll_dualrail_nb_module_init(m);
+}
+
+void mca_coll_dualrail_nb_query(mca_coll_dualrail_module_t *m)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    /* Taken only with the blocking form: their checks, fallbacks and algorithms are one. */
+    const int nb = cm->nb_enable && cm->nb_requests_ready;
+    m->super.coll_iallreduce = nb ? mca_coll_dualrail_iallreduce : NULL;
+    m->super.coll_ibcast = nb && cm->bcast_enable ? mca_coll_dualrail_ibcast : NULL;
+    m->super.coll_ibarrier = nb && cm->barrier_enable ? mca_coll_dualrail_ibarrier : NULL;
+    m->super.coll_iallgather = nb && cm->allgather_enable ? mca_coll_dualrail_iallgather : NULL;
+}
+
+int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm)
+{
+    /* As DUALRAIL_SAVE in module_enable: the previous module of each, retained. */
+#define DUALRAIL_NB_SAVE(coll)                                                                     \
+    do {                                                                                           \
+        if (m->super.coll_##coll != NULL) {                                                        \
+            m->previous_##coll = comm->c_coll->coll_##coll;                                        \
+            m->previous_##coll##_module = comm->c_coll->coll_##coll##_module;                      \
+            if (m->previous_##coll == NULL || m->previous_##coll##_module == NULL) {               \
+                opal_output(mca_coll_dualrail_component.output,                                    \
+                            "coll/dualrail: no previous " #coll " on %s", comm->c_name);           \
+                return OMPI_ERROR;                                                                 \
+            }                                                                                      \
+            OBJ_RETAIN(m->previous_##coll##_module);                                               \
+        }                                                                                          \
+    } while (0)
+    DUALRAIL_NB_SAVE(iallreduce);
+    DUALRAIL_NB_SAVE(ibcast);
+    DUALRAIL_NB_SAVE(ibarrier);
+    DUALRAIL_NB_SAVE(iallgather);
+#undef DUALRAIL_NB_SAVE
+    return OMPI_SUCCESS;
+}
+
+/*
+ * A thread in MPI_Wait (or any wait loop) calls opal_progress back to back. While it waits
+ * for a non-blocking collective, it then behaves as a blocking collective's wait does
+ * (mca_coll_dualrail_idle): polls for 20 us, yields until spin_time, then sleeps on the
+ * planes' descriptors (woken at once by data, at most 1 ms). Spinning instead halves a
+ * collective's speed when ranks share cores (the lab: 4 ranks on 2 cores). Calls further
+ * apart than kBackToBack (MPI_Test from a compute loop) never sleep.
+ */
+#define DUALRAIL_NB_BACK_TO_BACK  100e-6
+#define DUALRAIL_SPIN_NO_YIELD_NB 20e-6 /* as coll_dualrail_common.c's */
+#define DUALRAIL_NB_RESUME_EVERY  50e-6
+static __thread double nb_idle_since, nb_last_call, nb_last_resume;
+
+int mca_coll_dualrail_nb_progress(int events)
+{
+    if (dr_nb_outstanding() == 0) {
+        return 0;
+    }
+    /* A task is resumed (two context switches, each a system call for the signal mask)
+     * when the planes did something, and otherwise at most every DUALRAIL_NB_RESUME_EVERY:
+     * its transfers may have completed in someone else's progress (a blocking collective's
+     * waits progress the planes themselves), and its timeouts must keep running. */
+    const double now = MPI_Wtime();
+    int done = 0;
+    if (events != 0 || now - nb_last_resume > DUALRAIL_NB_RESUME_EVERY) {
+        done = dr_nb_progress();
+        nb_last_resume = now;
+    }
+    if (events != 0 || done != 0 || now - nb_last_call > DUALRAIL_NB_BACK_TO_BACK) {
+        nb_idle_since = now;
+    }
+    nb_last_call = now;
+    const double idle = now - nb_idle_since;
+    if (idle < DUALRAIL_SPIN_NO_YIELD_NB) {
+        return done;
+    } else if (idle < mca_coll_dualrail_component.spin_time) {
+        sched_yield();
+    } else {
+        dr_mr_wait_event(mca_coll_dualrail_component.mr, 0.001);
+        nb_last_call = MPI_Wtime();
+    }
+    return done;
+}
+
+static int request_free(ompi_request_t **r)
+{
+    mca_coll_dualrail_request_t *req = (mca_coll_dualrail_request_t *)*r;
+    if (!REQUEST_COMPLETE(&req->super)) {
+        return MPI_ERR_REQUEST; /* its task still runs and writes the buffers */
+    }
+    struct ompi_communicator_t *comm = req->comm;
+    OMPI_REQUEST_FINI(&req->super);
+    opal_free_list_return(&mca_coll_dualrail_component.nb_requests, (opal_free_list_item_t *)req);
+    *r = MPI_REQUEST_NULL;
+    OBJ_RELEASE(comm);
+    return OMPI_SUCCESS;
+}
+
+static int request_cancel(ompi_request_t *r, int complete)
+{
+    (void)r;
+    (void)complete;
+    return MPI_ERR_REQUEST; /* MPI: a collective cannot be cancelled */
+}
+
+/* From dr_nb_progress, outside its lock: the status first, then completion. */
+static void request_done(void *arg, dr_status_t st, const char *err)
+{
+    mca_coll_dualrail_request_t *req = arg;
+    req->super.req_status.MPI_ERROR =
+        st == DR_OK ? MPI_SUCCESS : mca_coll_dualrail_failed(req->comm, req->what, st, err);
+    ompi_request_complete(&req->super, true);
+}
+
+static mca_coll_dualrail_request_t *request_get(struct ompi_communicator_t *comm, const char *what)
+{
+    opal_free_list_item_t *item = opal_free_list_get(&mca_coll_dualrail_component.nb_requests);
+    if (item == NULL) {
+        return NULL;
+    }
+    mca_coll_dualrail_request_t *req = (mca_coll_dualrail_request_t *)item;
+    OMPI_REQUEST_INIT(&req->super, false);
+    req->super.req_type = OMPI_REQUEST_COLL;
+    req->super.req_state = OMPI_REQUEST_ACTIVE;
+    req->super.req_status = ompi_status_empty;
+    req->super.req_status.MPI_ERROR = MPI_SUCCESS;
+    req->super.req_free = request_free;
+    req->super.req_cancel = request_cancel;
+    req->super.req_mpi_object.comm = comm;
+    req->comm = comm;
+    req->what = what;
+    OBJ_RETAIN(comm);
+    return req;
+}
+
+/* Undo request_get for a call that did not start (its fallback runs instead). */
+static void request_put(mca_coll_dualrail_request_t *req)
+{
+    struct ompi_communicator_t *comm = req->comm;
+    OMPI_REQUEST_FINI(&req->super);
+    opal_free_list_return(&mca_coll_dualrail_component.nb_requests, (opal_free_list_item_t *)req);
+    OBJ_RELEASE(comm);
+}
+
+/*
+ * What a call that passed the datatype checks still needs: its communicator's queue
+ * (created at the first call: MPI forbids concurrent collectives on one communicator),
+ * host buffers, and a request. These are this rank's facts only, so none of them may
+ * send the call to the previous module (the other ranks would run dualrail and wait for
+ * this one): a missing one fails the call with an MPI error instead. Device buffers are
+ * not taken by the non-blocking collectives (yet), and the previous module would read
+ * them as host memory and crash (Debian's Open MPI has no CUDA support).
+ */
+static int unavailable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, bool data,
+                       const void *sbuf, const void *rbuf, const char *what,
+                       mca_coll_dualrail_request_t **req)
+{
+    if (m->nb_queue == NULL) {
+        m->nb_queue = dr_nb_queue_new();
+    }
+    if (m->nb_queue == NULL || (*req = request_get(comm, what)) == NULL) {
+        return mca_coll_dualrail_failed(comm, what, DR_ERR_NO_MEMORY,
+                                        "no memory for a non-blocking collective's request");
+    }
+    if (data && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, rbuf)) {
+        request_put(*req);
+        *req = NULL;
+        return mca_coll_dualrail_failed(comm, what, DR_ERR_INVALID,
+                                        "buffers in device memory are not supported by the "
+                                        "non-blocking collectives (use the blocking form)");
+    }
+    return OMPI_SUCCESS;
+}
+
+/*
+ * Start the task, or report why not. A start that fails has moved no data and taken no
+ * sequence number from the peers' point of view only if it failed on every rank: it fails
+ * for lack of memory only, so it is reported as an error of this call (not a fallback).
+ */
+static int started(mca_coll_dualrail_request_t *req, dr_status_t st, const char *err,
+                   ompi_request_t **request)
+{
+    if (st != DR_OK) {
+        const int rc = mca_coll_dualrail_failed(req->comm, req->what, st, err);
+        request_put(req);
+        return rc;
+    }
+    *request = &req->super;
+    nb_thread_kick();
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
+                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    size_t elem = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_ALLREDUCE];
+    if (!m->active || count < 0 || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, count != 0, sbuf == MPI_IN_PLACE ? NULL : sbuf, rbuf,
+                         "MPI_Iallreduce", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    mca_coll_dualrail_reduce_ctx_init(&req->rctx, op, dtype);
+    dr_allreduce_args_t a = {
+        .sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf,
+        .recvbuf = rbuf,
+        .count = (size_t)count,
+        .elem_size = elem,
+        .reduce = mca_coll_dualrail_reduce,
+        .reduce_arg = &req->rctx,
+        .rank = ompi_comm_rank(comm),
+        .size = ompi_comm_size(comm),
+        .peer_ids = m->peer_ids,
+        .comm_id = m->comm_id,
+        .seq = m->seq[DR_KIND_ALLREDUCE]++ & DR_KEY_SEQ_MASK,
+        .algorithm = cm->allreduce_algorithm,
+        .rd_max_bytes = cm->rd_max_bytes,
+        .segment_size = cm->segment_size,
+        .timeout = cm->op_timeout,
+    };
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: iallreduce on %s: %d x %s, %s, algorithm %d",
+                     cm->world_rank, comm->c_name, count, dtype->name, op->o_name,
+                     dr_allreduce_choose(&a));
+    char err[256];
+    const dr_status_t st =
+        dr_iallreduce(cm->mr, m->nb_queue, &a, request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_ALLREDUCE];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: iallreduce on %s (%s, %s) handed to the "
+                     "previous module",
+                     cm->world_rank, comm->c_name, dtype->name, op->o_name);
+    return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                  m->previous_iallreduce_module);
+}
+
+/* The shared arguments of ibcast, iallgather, ibarrier (the kind's next sequence number). */
+static void coll_args(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
+                      dr_coll_args_t *a)
+{
+    mca_coll_dualrail_idle_t unused;
+    mca_coll_dualrail_args_init(m, comm, kind, a, &unused);
+    a->idle = NULL; /* tasks yield instead (dr_coll_nb.h) */
+    a->idle_arg = NULL;
+}
+
+int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtype, int root,
+                             struct ompi_communicator_t *comm, ompi_request_t **request,
+                             mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    size_t bytes = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_BCAST];
+    if (!m->active || count < 0 || !mca_coll_dualrail_dtype_bytes(dtype, (size_t)count, &bytes)) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, bytes != 0, NULL, buff, "MPI_Ibcast", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    dr_coll_args_t a;
+    coll_args(m, comm, DR_KIND_BCAST, &a);
+    a.recvbuf = buff;
+    a.bytes = bytes;
+    a.root = root;
+    a.algorithm = cm->bcast_algorithm;
+    a.small_max_bytes = cm->bcast_small_max_bytes;
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibcast on %s: %d x %s from root %d, algorithm %d",
+                     cm->world_rank, comm->c_name, count, dtype->name, root, dr_bcast_choose(&a));
+    char err[256];
+    const dr_status_t st =
+        dr_icoll(cm->mr, m->nb_queue, DR_KIND_BCAST, &a, request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_BCAST];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: ibcast on %s (%d x %s) handed to the previous "
+                     "module",
+                     cm->world_rank, comm->c_name, count, dtype->name);
+    return m->previous_ibcast(buff, count, dtype, root, comm, request, m->previous_ibcast_module);
+}
+
+int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                 void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    const int inplace = sbuf == MPI_IN_PLACE;
+    size_t bytes = 0, sbytes = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_ALLGATHER];
+    if (!m->active || rcount < 0 ||
+        !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, &bytes)) {
+        goto fallback;
+    }
+    if (!inplace &&
+        (scount < 0 || !mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) ||
+         sbytes != bytes)) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, bytes != 0, inplace ? NULL : sbuf, rbuf, "MPI_Iallgather", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    dr_coll_args_t a;
+    coll_args(m, comm, DR_KIND_ALLGATHER, &a);
+    a.sendbuf = inplace ? NULL : sbuf;
+    a.recvbuf = rbuf;
+    a.bytes = bytes;
+    a.algorithm = cm->allgather_algorithm;
+    if (a.algorithm == DR_ALLGATHER_RD && (a.size & (a.size - 1)) != 0) {
+        a.algorithm = DR_ALLGATHER_BRUCK; /* as the blocking allgather */
+    }
+    a.small_max_bytes = cm->allgather_small_max_bytes;
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: iallgather on %s: %d x %s%s, algorithm %d",
+                     cm->world_rank, comm->c_name, rcount, rdtype->name, inplace ? " in place" : "",
+                     dr_allgather_choose(&a));
+    char err[256];
+    const dr_status_t st =
+        dr_icoll(cm->mr, m->nb_queue, DR_KIND_ALLGATHER, &a, request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_ALLGATHER];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: iallgather on %s (%d x %s) handed to the "
+                     "previous module",
+                     cm->world_rank, comm->c_name, rcount, rdtype->name);
+    return m->previous_iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                  m->previous_iallgather_module);
+}
+
+int mca_coll_dualrail_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
+                               mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_BARRIER];
+    if (!m->active) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, false, NULL, NULL, "MPI_Ibarrier", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    dr_coll_args_t a;
+    coll_args(m, comm, DR_KIND_BARRIER, &a);
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s, dissemination", cm->world_rank,
+                     comm->c_name);
+    char err[256];
+    const dr_status_t st =
+        dr_icoll(cm->mr, m->nb_queue, DR_KIND_BARRIER, &a, request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_BARRIER];
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s handed to the previous module",
+                     cm->world_rank, comm->c_name);
+    return m->previous_ibarrier(comm, request, m->previous_ibarrier_module);
+}
