@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package DualRail needs to build, test and run the lab.
-# Idempotent; prints nothing when everything is already there. Needs root.
+# Installs every package DualRail needs to build, test and run the lab, on
+# Debian 12 (the host) and Debian 13 (contrib/stack13.sh runs it inside its
+# root): the names are the same on both. Idempotent; prints nothing when
+# everything is already there. Needs root: not root, it re-runs itself with
+# sudo where sudo exists. "setup.sh --list" prints the names and exits.
 set -euo pipefail
 
 packages=(
@@ -12,6 +15,15 @@ packages=(
   iproute2 iptables iputils-ping util-linux procps
   gnuplot-nox python3
 )
+# Open MPI 5's internal headers include <pmix.h> (4.1's do not).
+case $(. /etc/os-release && echo "${VERSION_ID:-}") in
+  13*) packages+=(libpmix-dev) ;;
+esac
+
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -19,9 +31,15 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+here=$(dirname "$(readlink -f "$0")")
+if [ ${#missing[@]} -eq 0 ]; then
+  exec "$here/ompi_headers.sh"
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    exec sudo "$(readlink -f "$0")" "$@"
+  fi
   echo "setup.sh: missing packages (${missing[*]}); run as root to install them" >&2
   exit 1
 fi
@@ -29,3 +47,4 @@ echo "setup.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$here/ompi_headers.sh"
