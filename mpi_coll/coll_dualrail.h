@@ -1,5 +1,5 @@
 /*
- * coll/dualrail: Open MPI 4.1 collective component that runs allreduce,
+ * coll/dualrail: Open MPI 4.1 and 5.0 collective component that runs allreduce,
  * bcast, barrier and allgather plane-striped over ucx_mr and survives the
  * loss of a plane.
  *
@@ -31,6 +31,7 @@
 #include "ompi/mca/coll/coll.h"
 #include "opal/class/opal_object.h"
 
+#include "compat/coll_dualrail_compat.h"
 #include "dr_coll.h"
 #include "dualrail/key.h"
 #include "dualrail/ucx_mr.h"
@@ -44,7 +45,7 @@ enum {
 };
 
 typedef struct mca_coll_dualrail_component_t {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_dualrail_base_component_t super; /* 4.1 and 5.0 differ: compat header */
 
     /* MCA variables */
     int priority;
