@@ -12,7 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhwloc-dev hwloc
   libcmocka-dev libboost-program-options-dev
-  iproute2 iptables iputils-ping util-linux procps
+  iproute2 iptables iputils-ping util-linux mount procps
   gnuplot-nox python3
 )
 # Open MPI 5's internal headers include <pmix.h> (4.1's do not).
