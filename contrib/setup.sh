@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config file
   libucx-dev ucx-utils
   libopenmpi-dev openmpi-bin
   libhwloc-dev hwloc
@@ -37,11 +37,10 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
-    exec sudo "$(readlink -f "$0")" "$@"
-  fi
-  echo "setup.sh: missing packages (${missing[*]}); run as root to install them" >&2
-  exit 1
+  echo "setup.sh: missing packages: ${missing[*]}" >&2
+  # shellcheck source=contrib/lib/root.sh
+  . "$here/lib/root.sh"
+  need_root_or_sudo setup.sh "$here/setup.sh" "$@"
 fi
 echo "setup.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive

@@ -36,15 +36,9 @@ die() { echo "$PROG: $*" >&2; exit 1; }
 
 usage() { sed -n '2,24p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
-need_root() {
-    if [[ $(id -u) -ne 0 ]]; then
-        if command -v sudo >/dev/null 2>&1; then
-            exec sudo --preserve-env=DUALRAIL_STACK13_ROOT,DUALRAIL_STACK13_TIMEOUT,DUALRAIL_DEBIAN_MIRROR \
-                "$SELF" "$@"
-        fi
-        die "needs root (chroot, mounts); run it as root"
-    fi
-}
+# shellcheck source=contrib/lib/root.sh
+. "$REPO/contrib/lib/root.sh"
+need_root() { need_root_or_sudo "$PROG" "$SELF" "$@"; }
 
 # shellcheck source=contrib/lib/apt.sh
 . "$REPO/contrib/lib/apt.sh"
@@ -53,15 +47,13 @@ mirror() {
     debian_mirror || die "no Debian archive found in /etc/apt/sources.list or /etc/apt/sources.list.d/ (set DUALRAIL_DEBIAN_MIRROR)"
 }
 
-# Mounts the root needs, in the caller's (private) mount namespace. The root is
-# bound onto itself first: "ip netns exec" remounts "/" as a slave, which fails
-# on a directory that is not a mount point.
+# shellcheck source=contrib/lib/chroot.sh
+. "$REPO/contrib/lib/chroot.sh"
+
+# The root's mounts (in the caller's private mount namespace) and the repository
+# at its own path inside, so absolute paths of a build tree hold in both.
 mount_root() {
-    mount --bind "$ROOT" "$ROOT"
-    mount -t proc proc "$ROOT/proc"
-    mount --rbind /sys "$ROOT/sys"
-    mount --rbind /dev "$ROOT/dev"
-    mount -t tmpfs -o mode=755 tmpfs "$ROOT/run"
+    chroot_mounts "$ROOT"
     mkdir -p "$ROOT$REPO"
     mount --bind "$REPO" "$ROOT$REPO"
     local b=${DUALRAIL_BUILD_DIR:-}
@@ -69,7 +61,6 @@ mount_root() {
         mkdir -p "$ROOT$b"
         mount --bind "$b" "$ROOT$b"
     fi
-    cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
 }
 
 # Runs "$@" chrooted, with a clean environment: the host's PATH and library
