@@ -32,6 +32,7 @@
 #error "coll/dualrail: Open MPI's version macros are missing (ompi_config.h)"
 #endif
 
+/* For a glue file that needs a finer check than the major version. */
 #define DUALRAIL_OMPI_AT_LEAST(major, minor)                                                       \
     (OMPI_MAJOR_VERSION > (major) ||                                                               \
      (OMPI_MAJOR_VERSION == (major) && OMPI_MINOR_VERSION >= (minor)))
