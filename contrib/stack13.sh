@@ -7,7 +7,7 @@
 #   stack13.sh create        make the root if it is missing, then install
 #                            what contrib/setup.sh lists (idempotent)
 #   stack13.sh run CMD...    run CMD inside the root, in the current directory
-#                            (which must lie inside the repository)
+#                            (the repository's root when that is outside it)
 #   stack13.sh path          print the root's path
 #   stack13.sh help
 #
@@ -34,7 +34,7 @@ MARK=$ROOT/.dualrail-stack13
 
 die() { echo "$PROG: $*" >&2; exit 1; }
 
-usage() { sed -n '2,24p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
 # shellcheck source=contrib/lib/root.sh
 . "$REPO/contrib/lib/root.sh"
