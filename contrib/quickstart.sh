@@ -4,11 +4,15 @@
 # MPI_Allreduce through coll/dualrail against the stock Open MPI paths, the
 # mixture-of-experts all-to-all pattern against them, and a live failover
 # inside MPI_Allreduce with its bandwidth plot (quickstart_failover.png). Needs
-# root (network namespaces). Takes about eight minutes.
+# root (network namespaces): not root, it runs itself through sudo where sudo is
+# installed. Takes about eight minutes.
 #
 #   ./contrib/quickstart.sh [--keep-lab] [--fault down|blackhole|reset]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=contrib/lib/root.sh
+. "$root/contrib/lib/root.sh"
+need_root_or_sudo quickstart.sh "$root/contrib/quickstart.sh" "$@"
 cd "$root"
 keep=0
 fault=blackhole
@@ -22,10 +26,6 @@ while [ $# -gt 0 ]; do
   shift
 done
 case "$fault" in down|blackhole|reset) ;; *) echo "quickstart.sh: --fault takes down, blackhole or reset" >&2; exit 2 ;; esac
-if [ "$(id -u)" -ne 0 ]; then
-  echo "quickstart.sh: needs root (the lab builds network namespaces)" >&2
-  exit 1
-fi
 
 step() { printf '\n== %s\n' "$*"; }
 

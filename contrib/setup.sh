@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package DualRail needs to build, test and run the lab.
-# Idempotent; prints nothing when everything is already there. Needs root.
+# Installs every package DualRail needs to build, test and run the lab, on
+# Debian 12 (the host) and Debian 13 (contrib/stack13.sh runs it inside its
+# root): the names are the same on both. Idempotent; prints nothing when
+# everything is already there. Needs root: not root, it re-runs itself with
+# sudo where sudo exists. "setup.sh --list" prints the names and exits.
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config file
   libucx-dev ucx-utils
   libopenmpi-dev openmpi-bin
   libhwloc-dev hwloc
   libcmocka-dev libboost-program-options-dev
-  iproute2 iptables iputils-ping util-linux procps
+  iproute2 iptables iputils-ping util-linux mount procps
   gnuplot-nox python3
   python3-mpi4py python3-numpy
 )
+# Open MPI 5's internal headers include <pmix.h> (4.1's do not).
+case $(. /etc/os-release && echo "${VERSION_ID:-}") in
+  13*) packages+=(libpmix-dev) ;;
+esac
+
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,13 +32,19 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+here=$(dirname "$(readlink -f "$0")")
+if [ ${#missing[@]} -eq 0 ]; then
+  exec "$here/ompi_headers.sh"
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "setup.sh: missing packages (${missing[*]}); run as root to install them" >&2
-  exit 1
+  echo "setup.sh: missing packages: ${missing[*]}" >&2
+  # shellcheck source=contrib/lib/root.sh
+  . "$here/lib/root.sh"
+  need_root_or_sudo setup.sh "$here/setup.sh" "$@"
 fi
 echo "setup.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$here/ompi_headers.sh"

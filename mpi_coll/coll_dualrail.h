@@ -1,7 +1,8 @@
 /*
- * coll/dualrail: Open MPI 4.1 collective component that runs allreduce,
- * bcast, barrier, allgather, alltoall and alltoallv plane-striped over ucx_mr
- * and survives the loss of a plane.
+ * coll/dualrail: Open MPI 4.1 and 5.0 collective component that runs allreduce,
+ * bcast, barrier, allgather(v), reduce, the reduce-scatters, gather(v), scatter(v),
+ * alltoall(v) and some non-blocking ones plane-striped over ucx_mr and survives
+ * the loss of a plane.
  *
  * This glue is C (Open MPI's internal headers are not C++) and is the only
  * code that includes them. The algorithms live behind dr_coll.h.
@@ -33,6 +34,7 @@
 #include "opal/class/opal_free_list.h"
 #include "opal/class/opal_object.h"
 
+#include "compat/coll_dualrail_compat.h"
 #include "dr_coll.h"
 #include "dualrail/key.h"
 #include "dualrail/ucx_mr.h"
@@ -46,7 +48,7 @@ enum {
 };
 
 typedef struct mca_coll_dualrail_component_t {
-    mca_coll_base_component_2_0_0_t super;
+    mca_coll_dualrail_base_component_t super; /* 4.1 and 5.0 differ: compat header */
 
     /* MCA variables */
     int priority;

@@ -21,7 +21,7 @@ static int dualrail_close(void);
 mca_coll_dualrail_component_t mca_coll_dualrail_component = {
     .super = {
         .collm_version = {
-            MCA_COLL_BASE_VERSION_2_0_0,
+            DUALRAIL_COLL_BASE_VERSION,
             .mca_component_name = "dualrail",
             MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
             .mca_open_component = dualrail_open,

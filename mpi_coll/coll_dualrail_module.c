@@ -476,10 +476,17 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
                          comm->c_name);
         return NULL;
     }
-    if (ompi_comm_get_cid(comm) > 0xffff) {
+    uint32_t cid = 0;
+    if (!mca_coll_dualrail_comm_cid(comm, &cid)) {
+        /* Open MPI 5 did not agree the id across members: keys could not match. */
+        DUALRAIL_VERBOSE(1, "coll/dualrail: declining %s: its id is local to each process",
+                         comm->c_name);
+        return NULL;
+    }
+    if (cid > 0xffff) {
         /* Keys carry 16 bits of communicator id. Every rank sees the same cid. */
         DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s: cid %u above 65535 (message keys "
-                         "carry 16 bits)", comm->c_name, ompi_comm_get_cid(comm));
+                         "carry 16 bits)", comm->c_name, cid);
         return NULL;
     }
     const int size = ompi_comm_size(comm);
@@ -507,7 +514,7 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
     }
     m->comm = comm;
     m->peer_ids = ids;
-    m->comm_id = ompi_comm_get_cid(comm);
+    m->comm_id = cid;
     m->super.coll_module_enable = module_enable;
     m->super.coll_allreduce = mca_coll_dualrail_allreduce;
     /* A collective switched off is not taken at all: the previous module serves it. */

@@ -403,8 +403,12 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof(wp));
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    /* The context's mutex (Guard) serialises every UCX call when several threads use it. */
-    wp.thread_mode = mr->mt ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
+    /* A context is used by one thread at a time, not always the one that made it
+     * (a test's receiving thread, an MPI application's): that is UCX's SERIALIZED.
+     * SINGLE promises the creating thread only; UCX 1.18 asserts it (ucp_am_send_nbx:
+     * ucs_async_check_owner_thread), 1.13 did not check. With thread_safe the
+     * context's mutex (Guard) is what serialises several threads' calls. */
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     st = ucp_worker_create(pl->context, &wp, &pl->worker);
     if (st != UCS_OK) {
         set_err(err, errlen, "plane %d (%s): ucp_worker_create: %s", pl->index, pl->device.c_str(),

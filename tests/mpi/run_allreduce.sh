@@ -44,9 +44,13 @@ mca=(--mca coll_dualrail_verbose 1)
 [ -z "$bad_weights" ] || mca+=(--mca coll_dualrail_weights "$bad_weights")
 rc=0
 if [ -n "$mismatch" ]; then
-  # MPMD: the last rank is its own app context with its own plane list.
-  timeout 600 "$root/contrib/lab.sh" mpirun --map-by node "${mca[@]}" \
-    -np $((np - 1)) "$bin" "$@" : -np 1 -x OMPI_MCA_coll_dualrail_planes="$mismatch" "$bin" "$@" \
+  # The last rank gets its own plane list from a wrapper that reads its rank, not from a
+  # second app context: Open MPI 5.0.7's mpirun crashes on any MPMD command line
+  # ("A : B", open-mpi/ompi#13303).
+  # shellcheck disable=SC2016
+  timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${mca[@]}" \
+    bash -c 'if [ "${OMPI_COMM_WORLD_RANK:-}" = "$1" ]; then export OMPI_MCA_coll_dualrail_planes=$2; fi
+             shift 2; exec "$@"' mismatch $((np - 1)) "$mismatch" "$bin" "$@" \
     >"$out" 2>&1 || rc=$?
 else
   timeout 600 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "${mca[@]}" \
