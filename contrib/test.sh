@@ -8,7 +8,9 @@
 #       makes (once, cached) and runs in, built into build-13/ without CUDA
 #       (the toolkit is the host's only), packaged from that same tree
 # usage: test.sh [--stack 12|13|both] [--no-package] [CTEST ARGS...]
-#        (default: both stacks, packages included)
+#        (default: the Debian 12 stack and its package; --stack both adds Debian 13,
+#        which with the collectives of issues 13-15 has not been run through yet and
+#        would double CI's time)
 # Needs root (the lab tests build network namespaces): not root, it runs itself
 # through sudo where sudo is installed. Exits non-zero when any stack fails;
 # every stack runs even if one fails.
@@ -19,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 need_root_or_sudo test.sh "$root/contrib/test.sh" "$@"
 cd "$root"
 
-stack=both package=1
+stack=12 package=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stack) stack=${2:-}; shift 2 || true ;;
