@@ -17,8 +17,18 @@
  *            16 messages or 250 ms (a receiver that was descheduled reads some
  *            arrivals as closer than they were: the median ignores those),
  *            folded into an EWMA, a slowdown faster than a speed-up
- *   growth   a plane whose stripes are too short to time, finishing in half
- *            the others' time, has spare capacity: raised 15 % per step
+ *   balance  a plane whose stripes are too short to time (their span is a few
+ *            milliseconds, the order of the receiver's progress jitter) is
+ *            steered by finish times against the timed plane beside it: over
+ *            8 messages, the median of the rate their split stood for (the
+ *            timed plane's rate in proportion of the bytes) and of the finish
+ *            ratio; one step from that split towards finishing together, by
+ *            the square root of the finish ratio, at most 10 % (a shaper's
+ *            burst and the queue of the plane that was behind inflate the
+ *            ratio); a plane still at its cautious start that finishes in
+ *            half the other's time grows as growth does
+ *   growth   with no timed plane beside it: a plane finishing in half the
+ *            others' time has spare capacity: raised 15 % per step
  *   lag      such a plane finishing well after the others is over-weighted:
  *            lowered by its lag per step
  *   share    rate / sum of the live planes' rates, so that every plane finishes
@@ -83,6 +93,13 @@ typedef struct dr_wlink {
     uint64_t tick_timed;   /*   of those, timed (a sample is on its way) */
     uint64_t tick_busy_us; /*   finishes (time from each message's start to its last byte) */
     double msg_rate[16];   /* this sample's per-message rates (timed bytes / span) */
+    double bal_split[16];  /* untimed (dr_weights_message): per message, its bytes over the */
+    double bal_err[16];    /*   reference's, and how much earlier than the reference it finished */
+    uint32_t bal_msgs;     /*   messages noted since the last balance sample */
+    uint64_t bal_age_us;   /*   update time since the first of them */
+    uint64_t bal_bytes;    /*   their bytes */
+    double bal_ratio;      /* balanced: rate = bal_ratio x the reference's (0: not balanced) */
+    int bal_ref;           /*   the reference link */
     uint32_t samples;      /* samples taken since (re-)admission */
     uint32_t spare;        /* updates in a row with spare capacity (see growth) */
     uint32_t lag;          /* updates in a row it finished well after the others */
@@ -99,6 +116,17 @@ void dr_weights_link_init(dr_wlink_t *l);
  */
 void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed, uint64_t span_us,
                                uint64_t finish_us);
+
+/*
+ * One message's acknowledgement, for the n links of its peer (the message was split over
+ * them): per link the bytes it carried (0: none, or not to be counted), of those the timed
+ * bytes and their span (0: untimed), and its finish (from the message's first arrival on
+ * any link). Notes each link's delivery (dr_weights_link_delivered) and, for every link
+ * that carried bytes untimed, a balance rate against the timed link that carried the most
+ * bytes (none: nothing more; growth and lag steer it then).
+ */
+void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *bytes, const uint64_t *timed,
+                        const uint64_t *span_us, const uint64_t *finish_us);
 
 /* The link went down: it carries nothing and its measurements stop. */
 void dr_weights_link_down(dr_wlink_t *l);
