@@ -125,6 +125,21 @@ def weights(name):  # "peer P plane I (dev) delivering Xx plane J: weight W" lin
             out.append((float(line.split()[0]), m.group(1) + ": " + m.group(2)))
     return out
 
+def learned(name):  # (peer, plane B's share, its rate MB/s) of every sending link, from the
+    out = []       # statistics tables printed at MPI_Finalize (coll_dualrail_stats 1)
+    table = False
+    for line in open("%s/%s.log" % (work, name)):
+        f = line.split()
+        if "weights (adaptive)" in line or "peer  plane" in line:
+            table = True
+            continue
+        if table and len(f) == 6 and f[1].isdigit() and f[2].isdigit():
+            if f[2] == "1" and f[5] != "-":
+                out.append((int(f[1]), float(f[4]), float(f[5])))
+            continue
+        table = False
+    return out
+
 WARM = 2  # the first calls set up endpoints and pools
 med = {}
 for name in ("equal-even", "equal", "a-alone", "500-250", "500-50"):
@@ -180,6 +195,12 @@ for name, what in (("equal-even", "both 500, weights equal (the split before)"),
     p("  %-10s %7.2f  (%d calls; %s)" % (name, med[name][0], med[name][1], what))
 p("  degrade    %7.2f before the cut (%d calls), %.2f while B at 50 (%d calls), %.2f after the return"
   % (two, len(pre), deg_med, len(deg), tail_med))
+p("")
+p("plane B's learned share at the end of a run, per sending link (peer: share, learned rate MB/s),")
+p("against the caps' own proportion of B (1448/1514 of each cap is payload either way):")
+for name, mb in (("500-250", 250), ("500-50", 50)):
+    p("  %-8s true %.3f: %s" % (name, mb / (500.0 + mb),
+      ", ".join("peer %d: %.3f, %.1f" % x for x in learned(name)) or "(no table)"))
 p("")
 res = []
 def target(ok, text):

@@ -44,12 +44,13 @@ static_assert(kBalMsgs <= sizeof(dr_wlink_t::bal_split) / sizeof(double), "balan
  * and at most this factor: on a busy link the finishes mostly carry the queue of the plane
  * that is behind (the pipeline keeps it busy; it drains only over several messages after a
  * re-split), so the size of the difference says little and the step is nearly one by its
- * sign. Measured on the lab at 500/250 Mbit/s (share of plane B, which wants 0.33): steps
- * of up to 2x hunted between 0.14 and 0.54; 1.25x between 0.26 and 0.41; 1.1x between 0.29
- * and 0.38 with the dead band and 0.25-0.39 without; this, without, mostly 0.26-0.36 and
- * 0.91 of the caps' payload limit, as much as fixed 2:1 weights in the same run. A step is
- * taken from the messages' own split, not from the rate, so nothing winds up, and applied
- * past the settle band at once (the dead band would hold steps this small for good). */
+ * sign. Measured on the lab at 500/250 Mbit/s (share of plane B, which wants 0.33; the
+ * variants in one run each): steps of up to 2x hunted between 0.14 and 0.54, 1.25x between
+ * 0.26 and 0.41; 5 % stays mostly within 0.25-0.37 (averages 0.30-0.35 per link) and gives
+ * the caps' payload limit as fixed 2:1 weights do in the same runs (0.83-0.89 each, on a
+ * loaded machine). A step is taken from the messages' own split, not from the rate, so
+ * nothing winds up, and applied at once (the dead band would hold steps this small for
+ * good). */
 constexpr double kBalGain = 0.5;
 constexpr double kBalStep = 1.05;
 /* A balance sample's new share is applied when it moves by more than this fraction (a 5 %

@@ -19,14 +19,17 @@
  *            folded into an EWMA, a slowdown faster than a speed-up
  *   balance  a plane whose stripes are too short to time (their span is a few
  *            milliseconds, the order of the receiver's progress jitter) is
- *            steered by finish times against the timed plane beside it: over
- *            8 messages, the median of the rate their split stood for (the
- *            timed plane's rate in proportion of the bytes) and of the finish
- *            ratio; one step from that split towards finishing together, by
- *            the square root of the finish ratio, at most 10 % (a shaper's
- *            burst and the queue of the plane that was behind inflate the
- *            ratio); a plane still at its cautious start that finishes in
- *            half the other's time grows as growth does
+ *            steered by finishes against the timed plane beside it (its
+ *            reference): over 8 messages, the median of their split (bytes over
+ *            the reference's) and of how much earlier than the reference it
+ *            finished (in the reference's stripe times); one step of 5 % from
+ *            that split towards finishing together, applied at once (the size
+ *            of a finish difference is mostly the queue of the plane that is
+ *            behind, so the step is nearly one by its sign); a plane lagging by
+ *            more than a whole stripe time holds the queue and is taken at what
+ *            it delivered per second (at most halved); one at its cautious start
+ *            finishing early by half a stripe time grows x1.5. Its rate is a
+ *            ratio to the reference's, so a misread reference does not move it
  *   growth   with no timed plane beside it: a plane finishing in half the
  *            others' time has spare capacity: raised 15 % per step
  *   lag      such a plane finishing well after the others is over-weighted:
