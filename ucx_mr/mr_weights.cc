@@ -285,7 +285,7 @@ void Mr::weights_on_ack(Peer *p, const Req *r, const WireHdr &h)
     for (int i = 0; i < n; ++i) {
         est[i] = p->links[i]->est;
     }
-    dr_weights_message(est, n, bytes, timed, span, finish);
+    dr_weights_message(est, n, bytes, timed, span, finish, clock);
     for (int i = 0; i < n; ++i) {
         p->links[i]->est = est[i];
     }

@@ -18,6 +18,10 @@ namespace {
  * messages on a fast plane, whose median is steady, and still gives ~15 samples a second...
  */
 constexpr uint64_t kSampleBusyUs = 60000;
+/* ...of at least this many messages: on a loaded machine one descheduled receiver stretches
+ * a single span past 60 ms, and samples of one or two messages read a plane at a tenth or
+ * at twice its rate (seen on equal planes at a load of 15 on two cores)... */
+constexpr uint32_t kSampleMinMsgs = 4;
 /* ...or this many messages (whose rates a sample keeps: the median is taken of them)... */
 constexpr uint32_t kSampleMsgs = 16;
 /* ...or whatever came in this long: a fast plane beside a crawling one sees a message a
@@ -63,6 +67,17 @@ constexpr double kBalSpare = 0.5;
  * all the time, so what it delivered per second is its rate: a plane that became slower
  * is followed at once, not at 5 % a step). */
 constexpr double kBalLag = 1.0;
+/* A timed link is cut so only when it delivered under this fraction of its rate: equal
+ * planes' queues swing too, and their own samples follow small changes well enough. */
+constexpr double kBalTimedCut = 0.6;
+/* A link finishing earlier than the reference by more than this many of the reference's
+ * stripe times on kBalFarRun samples in a row has become faster (in the lab, a plane raised
+ * from 50 to 500 Mbit/s read 1-6, mostly over 3, on every sample for seconds; at its balance
+ * a single sample gets there now and then, when a queue swings): it climbs by growing steps.
+ * An overshoot makes it the lagging one, taken at what it delivered. */
+constexpr double kBalFar = 3.0;
+constexpr uint32_t kBalFarRun = 2;
+constexpr double kBalFarStep = 1.25;
 /* Growth of a link with spare capacity and no sample (a stripe too short to time), one
  * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler (by its lag,
  * at least this much, at most half): 15 % every 50 ms keeps the hunting of an untimed plane
@@ -227,7 +242,7 @@ extern "C" void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_
 
 extern "C" void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *bytes,
                                    const uint64_t *timed, const uint64_t *span_us,
-                                   const uint64_t *finish_us)
+                                   const uint64_t *finish_us, uint64_t now_us)
 {
     if (n < 1 || n > DR_MAX_PLANES) {
         return;
@@ -243,12 +258,13 @@ extern "C" void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *byt
     if (ref < 0) {
         return;
     }
-    /* Finishes count from the same instant (the message's first arrival), so their ratio
-     * says which plane held the message up. Noted: the rate this link's split stood for
-     * (the reference's rate in proportion of the bytes) and the finish ratio. */
+    /* Finishes count from the same instant (the message's first arrival), so their difference
+     * says which plane held the message up. Noted for every other link (a timed one uses it
+     * only to see that it lags): its split and how much earlier it finished, in the
+     * reference's stripe times, and when, for what it delivered per second. */
     for (int i = 0; i < n; ++i) {
         dr_wlink_t *l = &links[i];
-        if (i == ref || !l->up || bytes[i] == 0 || (timed[i] != 0 && span_us[i] != 0)) {
+        if (i == ref || !l->up || bytes[i] == 0) {
             continue;
         }
         if (l->bal_msgs < kBalMsgs) {
@@ -256,8 +272,14 @@ extern "C" void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *byt
             l->bal_split[l->bal_msgs] = (double)bytes[i] / (double)bytes[ref];
             l->bal_err[l->bal_msgs] = ((double)finish_us[ref] - (double)finish_us[i]) / t_ref;
         }
+        if (l->bal_msgs == 0) {
+            l->bal_first_us = now_us;
+            l->bal_bytes = 0;
+        } else {
+            l->bal_bytes += bytes[i];
+        }
+        l->bal_last_us = now_us;
         ++l->bal_msgs;
-        l->bal_bytes += bytes[i];
         l->bal_ref = ref;
     }
 }
@@ -300,45 +322,66 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         if (l->bal_msgs != 0) {
             l->bal_age_us += tick_us;
         }
-        if (l->acc_msgs == 0 &&
-            (l->bal_msgs >= kBalMsgs || (l->bal_msgs != 0 && l->bal_age_us >= kSampleAgeUs))) {
+        if (l->bal_msgs >= kBalMsgs || (l->bal_msgs != 0 && l->bal_age_us >= kSampleAgeUs)) {
             /* Balance sample: the messages' split (bytes over the reference's), d, how much
              * earlier than the reference this link finished, in the reference's stripe
-             * times, and what it delivered per second. */
+             * times, and what it delivered per second (the acknowledgements of a link that
+             * lags come at its pace: its bytes over their intervals). */
             const uint32_t m = std::min<uint32_t>(l->bal_msgs, kBalMsgs);
             const double split = median(l->bal_split, m);
             const double d = median(l->bal_err, m);
             const double ref_rate = links[l->bal_ref].up ? links[l->bal_ref].rate : 0;
             const double delivered =
-                l->bal_age_us != 0 ? (double)l->bal_bytes * 1e6 / (double)l->bal_age_us : 0;
+                l->bal_last_us > l->bal_first_us
+                    ? (double)l->bal_bytes * 1e6 / (double)(l->bal_last_us - l->bal_first_us)
+                    : 0;
             l->bal_msgs = 0;
-            l->bal_age_us = l->bal_bytes = 0;
-            l->spare = 0;
-            if (ref_rate <= 0) {
-                continue; /* the reference went down meanwhile */
-            }
-            sampled[i] = balanced[i] = 1;
-            if (l->samples == 0 && d > kBalSpare) {
-                /* The cautious start of a re-admitted link with room to spare: grown as
-                 * growth does (compounding, x1.5). */
-                l->bal_ratio = std::max(l->rate / ref_rate, split) * kGrowFirst;
+            l->bal_age_us = 0;
+            if (l->acc_msgs != 0 || l->tick_timed != 0) {
+                /* Timed: its spans measure it; but a lag past a whole stripe time behind
+                 * the reference, delivering well under its rate, is a plane that became
+                 * slower, followed at once (the samples' EWMA takes a second to a tenth of
+                 * the rate), at most halved. Not before both have a few samples: the first
+                 * messages (endpoints being set up) are acknowledged far apart, and halving
+                 * a plane on them took it to 1/30 of its rate. */
+                if (d < -kBalLag && delivered > 0 && delivered < kBalTimedCut * l->rate &&
+                    l->samples >= kFirstSamples && links[l->bal_ref].samples >= kFirstSamples) {
+                    l->rate = std::max(delivered, l->rate / 2);
+                }
+            } else if (ref_rate > 0) {
+                l->spare = 0;
+                sampled[i] = balanced[i] = 1;
+                if (l->samples == 0 && d > kBalSpare) {
+                    /* The cautious start of a re-admitted link with room to spare: grown
+                     * as growth does (compounding, x1.5). */
+                    l->bal_ratio = std::max(l->rate / ref_rate, split) * kGrowFirst;
+                    continue;
+                }
+                /* Towards finishing with the reference: the link's time scaled by
+                 * 1 / (1 - d) would have done it (a partial step of that, at most
+                 * kBalStep, or growing steps when far too early twice in a row: not a
+                 * queue's swing but a plane that became faster); a lagging link with the
+                 * queue is taken at what it delivered, at most halved. */
+                l->bal_far = d > kBalFar ? l->bal_far + 1 : 0;
+                const double up =
+                    l->bal_far >= kBalFarRun
+                        ? std::min(2.0,
+                                   std::pow(kBalFarStep, (double)(l->bal_far - kBalFarRun + 1)))
+                        : kBalStep;
+                const double c = d >= 0.5 ? up : std::pow(1.0 / (1.0 - d), kBalGain);
+                double x = split * (c > up ? up : c < 1 / kBalStep ? 1 / kBalStep : c);
+                if (d < -kBalLag && delivered > 0 && delivered < x * ref_rate &&
+                    links[l->bal_ref].samples >= kFirstSamples) {
+                    x = std::max(delivered / ref_rate, split / 2);
+                }
+                l->bal_ratio = x;
+                ++l->samples;
                 continue;
             }
-            /* Towards finishing with the reference: the link's time scaled by 1 / (1 - d)
-             * would have done it (a partial step of that, at most kBalStep); a lagging link
-             * with the queue is taken at what it delivered, at most halved. */
-            const double c = d >= 0.5 ? kBalStep : std::pow(1.0 / (1.0 - d), kBalGain);
-            double x = split * (c > kBalStep ? kBalStep : c < 1 / kBalStep ? 1 / kBalStep : c);
-            if (d < -kBalLag && delivered > 0 && delivered < x * ref_rate) {
-                x = std::max(delivered / ref_rate, split / 2);
-            }
-            l->bal_ratio = x;
-            ++l->samples;
-            continue;
         }
-        const bool enough =
-            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs ||
-                                 l->acc_age_us >= kSampleAgeUs);
+        const bool enough = l->acc_msgs != 0 &&
+                            ((l->acc_busy_us >= kSampleBusyUs && l->acc_msgs >= kSampleMinMsgs) ||
+                             l->acc_msgs >= kSampleMsgs || l->acc_age_us >= kSampleAgeUs);
         if (!enough) {
             continue;
         }
@@ -354,9 +397,7 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         l->spare = 0;
         l->acc_busy_us = l->acc_age_us = 0;
         l->acc_msgs = 0;
-        l->bal_msgs = 0; /* timed now: its own span says more than finishes */
-        l->bal_age_us = l->bal_bytes = 0;
-        l->bal_ratio = 0;
+        l->bal_ratio = 0; /* timed now: its own span says more than finishes */
     }
     /* A balanced link's rate is its ratio to its reference's, whatever the reference's
      * samples did since (a reference misread on a loaded machine must not shift the split
