@@ -163,6 +163,9 @@ lim_cut = limit(550)
 after_cut = [r for r in rows if r[1] >= cut_t]
 back_cut = next((r for r in after_cut if r[1] + r[2] <= restore_t and r[3] >= 0.9 * lim_cut), None)
 cut_s = (back_cut[1] + back_cut[2] - cut_t) if back_cut else float("inf")
+# As counted before (any call ending after the cut), for comparison with older figures.
+old_cut = next((r for r in rows if r[1] + r[2] > cut_t and r[1] + r[2] <= restore_t and r[3] >= 0.9 * lim_cut), None)
+old_cut_s = (old_cut[1] + old_cut[2] - cut_t) if old_cut else float("inf")
 deg = [r for r in rows if phase(r) == "b-at-50"]
 deg_med = statistics.median(r[3] for r in deg) if deg else float("nan")
 back = next((r for r in rows if r[1] + r[2] > restore_t and r[3] >= 0.9 * two), None)
@@ -216,6 +219,7 @@ target(v >= 1.0, "500/50    %.2f MB/s = %.2f x plane A alone (%.2f)             
        % (med["500-50"][0], v, med["a-alone"][0]))
 target(cut_s <= 2.0, "cut       >= 0.9 x limit of 550 Mbit/s (%.2f) %.2f s after the cut      target <= 2 s"
        % (lim_cut, cut_s))
+p("          (counting calls that began before the cut too, as before: %.2f s)" % old_cut_s)
 target(restore_s <= 3.0, "restore   >= 0.9 x two-plane (%.2f) %.2f s after the restore          target <= 3 s"
        % (two, restore_s))
 v = med["equal"][0] / med["equal-even"][0]
