@@ -67,8 +67,10 @@ constexpr double kBalSpare = 0.5;
  * all the time, so what it delivered per second is its rate: a plane that became slower
  * is followed at once, not at 5 % a step). */
 constexpr double kBalLag = 1.0;
-/* A timed link is cut so only when it delivered under this fraction of its rate: equal
- * planes' queues swing too, and their own samples follow small changes well enough. */
+/* A link is cut so only when it delivered under this fraction of its rate: queues swing
+ * at the balance too, and on a loaded machine the sender reads acknowledgements late (a
+ * balanced plane was cut to 0.22 of each message at 500/250 that way); the small steps and
+ * the samples follow small changes well enough. */
 constexpr double kBalTimedCut = 0.6;
 /* A link finishing earlier than the reference by more than this many of the reference's
  * stripe times on kBalFarRun samples in a row has become faster (in the lab, a plane raised
@@ -370,7 +372,7 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
                         : kBalStep;
                 const double c = d >= 0.5 ? up : std::pow(1.0 / (1.0 - d), kBalGain);
                 double x = split * (c > up ? up : c < 1 / kBalStep ? 1 / kBalStep : c);
-                if (d < -kBalLag && delivered > 0 && delivered < x * ref_rate &&
+                if (d < -kBalLag && delivered > 0 && delivered < kBalTimedCut * x * ref_rate &&
                     links[l->bal_ref].samples >= kFirstSamples) {
                     x = std::max(delivered / ref_rate, split / 2);
                 }
