@@ -75,9 +75,11 @@ constexpr double kBalTimedCut = 0.6;
 /* A link finishing earlier than the reference by more than this many of the reference's
  * stripe times on kBalFarRun samples in a row has become faster (in the lab, a plane raised
  * from 50 to 500 Mbit/s read 1-6, mostly over 3, on every sample for seconds; at its balance
- * a single sample gets there now and then, when a queue swings): it climbs by growing steps.
+ * a single sample gets there now and then, when a queue swings; a threshold of 3 left a plane
+ * raised from 250 to 500 Mbit/s below 0.38 of each message for over 3.5 s): it climbs by
+ * growing steps.
  * An overshoot makes it the lagging one, taken at what it delivered. */
-constexpr double kBalFar = 3.0;
+constexpr double kBalFar = 2.0;
 constexpr uint32_t kBalFarRun = 2;
 constexpr double kBalFarStep = 1.25;
 /* Growth of a link with spare capacity and no sample (a stripe too short to time), one
