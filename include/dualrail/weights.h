@@ -25,9 +25,11 @@
  *            finished (in the reference's stripe times); one step of 5 % from
  *            that split towards finishing together, applied at once (the size
  *            of a finish difference is mostly the queue of the plane that is
- *            behind, so the step is nearly one by its sign); a plane lagging by
- *            more than a whole stripe time holds the queue and is taken at what
- *            it delivered per second (at most halved); one at its cautious start
+ *            behind, so the step is nearly one by its sign); two samples more
+ *            than 2 stripe times early: growing steps (25 %, 56 %, 95 %, 2x); a
+ *            plane lagging by more than a whole stripe time holds the queue and,
+ *            delivering under 0.6 of its split's rate, is taken at what it
+ *            delivered per second (at most halved); one at its cautious start
  *            finishing early by half a stripe time grows x1.5. Its rate is a
  *            ratio to the reference's, so a misread reference does not move it
  *   growth   with no timed plane beside it: a plane finishing in half the
@@ -128,8 +130,8 @@ void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed, ui
  * was split over them): per link the bytes it carried (0: none, or not to be counted), of
  * those the timed bytes and their span (0: untimed), and its finish (from the message's
  * first arrival on any link). Notes each link's delivery (dr_weights_link_delivered) and,
- * for every other link that carried bytes, its split and finish against the timed link that
- * carried the most bytes, its reference (none: nothing more; growth and lag steer untimed
+ * for every other link that carried bytes untimed, its split and finish against the timed link
+ * that carried the most bytes, its reference (none: nothing more; growth and lag steer untimed
  * links then).
  */
 void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *bytes, const uint64_t *timed,
