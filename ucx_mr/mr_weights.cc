@@ -6,8 +6,9 @@
  *   kAck                carries each plane's delivery span and finish (ack_post),
  *                       aux = kAckSpans (fields a kAck did not use: an older
  *                       peer sends 0 there and is not measured); planes 0-3
- *   kAck (sender)       bytes each plane carried / its span, and which plane
- *                       finished last -> the estimator
+ *   kAck (sender)       bytes each plane carried, its span and finish -> the
+ *                       estimator (dr_weights_message: timed planes by their span,
+ *                       the others balanced by finish against a timed one)
  *   weights_tick        every kTickUs, per peer that moved data: samples,
  *                       growth, shares -> Link::weight (what dr_stripe_split gets)
  *   declare_down /      the link's share goes / comes back cautiously
@@ -41,8 +42,10 @@ constexpr uint32_t kAckSpans = 0x4453;
  * a plane that slow anyway) at 1 % resolution for a 3 ms span (a 256 KiB segment at
  * 700 Mbit/s). */
 constexpr uint64_t kSpanUnitUs = 32;
-/* Bytes after a plane's first segment that make a span worth a sample: twice the lab's
- * token-bucket burst (64 KiB), below which a shaped plane delivers at line rate. */
+/* Bytes after a plane's first segment that make its span worth a sample. The first segment
+ * is not timed (it may have waited behind an earlier message, and it takes most of a shaper's
+ * burst: the lab's tbf lets 4 ms worth, at least 64 KiB, through at once); below this the
+ * span is a few milliseconds, the order of a loaded receiver's progress jitter. */
 constexpr uint64_t kMinTimedBytes = 128 * 1024;
 
 void Mr::weights_init(Peer *p)
@@ -261,21 +264,32 @@ void Mr::weights_on_ack(Peer *p, const Req *r, const WireHdr &h)
         }
         bytes[s.plane] += s.length;
     }
-    for (int i = 0; i < (int)planes.size() && i < 4; ++i) {
+    const int n = std::min((int)planes.size(), 4);
+    uint64_t timed[DR_MAX_PLANES] = {}, span[DR_MAX_PLANES] = {}, finish[DR_MAX_PLANES] = {};
+    for (int i = 0; i < n; ++i) {
         if (bytes[i] == 0 || p->links[i]->state != DR_LINK_UP) {
+            bytes[i] = 0;
             continue;
         }
-        const uint64_t span = ((h.total >> (16 * i)) & 0xffff) * kSpanUnitUs;
-        const uint64_t finish = ((h.offset >> (16 * i)) & 0xffff) * kSpanUnitUs;
-        /* Timed only past kMinTimedBytes: a span of one short segment on a shaped link is
-         * mostly its burst allowance and reads far too fast. A plane whose stripes stay
-         * shorter keeps its rate, and grows when it finishes well before the others. */
-        const uint64_t timed = bytes[i] - first[i];
-        dr_weights_link_delivered(&p->links[i]->est, bytes[i], timed >= kMinTimedBytes ? timed : 0,
-                                  span, finish);
+        span[i] = ((h.total >> (16 * i)) & 0xffff) * kSpanUnitUs;
+        finish[i] = ((h.offset >> (16 * i)) & 0xffff) * kSpanUnitUs;
+        /* Timed only past kMinTimedBytes: a span of a short stripe is a few milliseconds,
+         * and the receiver's progress jitter is of that order. A plane whose stripes stay
+         * shorter is balanced by its finish against a timed one (dr_weights_message). */
+        const uint64_t t = bytes[i] - first[i];
+        timed[i] = t >= kMinTimedBytes ? t : 0;
+    }
+    /* The estimator takes the peer's links as one array (what is noted per link is copied
+     * back; shares and integer weights change only in weights_tick). */
+    dr_wlink_t est[DR_MAX_PLANES];
+    for (int i = 0; i < n; ++i) {
+        est[i] = p->links[i]->est;
+    }
+    dr_weights_message(est, n, bytes, timed, span, finish, clock);
+    for (int i = 0; i < n; ++i) {
+        p->links[i]->est = est[i];
     }
 }
-
 
 } // namespace mr
 } // namespace dualrail

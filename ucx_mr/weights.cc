@@ -5,6 +5,7 @@
 #include "dualrail/weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,10 @@ namespace {
  * messages on a fast plane, whose median is steady, and still gives ~15 samples a second...
  */
 constexpr uint64_t kSampleBusyUs = 60000;
+/* ...of at least this many messages: on a loaded machine one descheduled receiver stretches
+ * a single span past 60 ms, and samples of one or two messages read a plane at a tenth or
+ * at twice its rate (seen on equal planes at a load of 15 on two cores)... */
+constexpr uint32_t kSampleMinMsgs = 4;
 /* ...or this many messages (whose rates a sample keeps: the median is taken of them)... */
 constexpr uint32_t kSampleMsgs = 16;
 /* ...or whatever came in this long: a fast plane beside a crawling one sees a message a
@@ -32,6 +37,51 @@ constexpr double kAlphaUp = 0.25;
 /* The first samples after (re-)admission replace the cautious start quickly. */
 constexpr double kAlphaFirst = 0.5;
 constexpr uint32_t kFirstSamples = 4;
+/* Balance (a link too short to time, beside a timed one). A sample is the median of this
+ * many messages (a finish is read when the receiver progresses: on a busy machine single
+ * ones are off by a millisecond or more, a tenth of a stripe's time). */
+constexpr uint32_t kBalMsgs = 8;
+static_assert(kBalMsgs <= sizeof(dr_wlink_t::bal_split) / sizeof(double), "balance sample");
+/* A step towards finishing together is this power of the time ratio that would have done it
+ * (on an idle shaped link a burst of ~4 ms worth goes at once on every plane, which takes
+ * the same time off every finish and makes their difference overstate the split's error),
+ * and at most this factor: on a busy link the finishes mostly carry the queue of the plane
+ * that is behind (the pipeline keeps it busy; it drains only over several messages after a
+ * re-split), so the size of the difference says little and the step is nearly one by its
+ * sign. Measured on the lab at 500/250 Mbit/s (share of plane B, which wants 0.33; the
+ * variants in one run each): steps of up to 2x hunted between 0.14 and 0.54, 1.25x between
+ * 0.26 and 0.41; 5 % stays mostly within 0.25-0.37 (averages 0.30-0.35 per link) and gives
+ * the caps' payload limit as fixed 2:1 weights do in the same runs (0.83-0.89 each, on a
+ * loaded machine). A step is taken from the messages' own split, not from the rate, so
+ * nothing winds up, and applied at once (the dead band would hold steps this small for
+ * good). */
+constexpr double kBalGain = 0.5;
+constexpr double kBalStep = 1.05;
+/* A balance sample's new share is applied when it moves by more than this fraction (a 5 %
+ * step moves a share by (1 - share) x 5 %). */
+constexpr double kBalApply = 0.02;
+/* A link finishing earlier than the reference by more than this fraction of the reference's
+ * stripe time has room to spare (at a re-admitted link's cautious start: grown fast)... */
+constexpr double kBalSpare = 0.5;
+/* ...one finishing later by more than a whole stripe time is the one with the queue (busy
+ * all the time, so what it delivered per second is its rate: a plane that became slower
+ * is followed at once, not at 5 % a step). */
+constexpr double kBalLag = 1.0;
+/* A lagging link is cut so only when it delivered under this fraction of its split's rate:
+ * queues swing at the balance too, and on a loaded machine the sender reads
+ * acknowledgements late (a balanced plane was cut to 0.22 of each message at 500/250 that
+ * way); the small steps follow small lags well enough. */
+constexpr double kBalCut = 0.6;
+/* A link finishing earlier than the reference by more than this many of the reference's
+ * stripe times on kBalFarRun samples in a row has become faster (in the lab, a plane raised
+ * from 50 to 500 Mbit/s read 1-6, mostly over 3, on every sample for seconds; at its balance
+ * a single sample gets there now and then, when a queue swings; a threshold of 3 left a plane
+ * raised from 250 to 500 Mbit/s below 0.38 of each message for over 3.5 s): it climbs by
+ * growing steps.
+ * An overshoot makes it the lagging one, taken at what it delivered. */
+constexpr double kBalFar = 2.0;
+constexpr uint32_t kBalFarRun = 2;
+constexpr double kBalFarStep = 1.25;
 /* Growth of a link with spare capacity and no sample (a stripe too short to time), one
  * step per kSpareUpdates updates, and its mirror, the shrinking of a straggler (by its lag,
  * at least this much, at most half): 15 % every 50 ms keeps the hunting of an untimed plane
@@ -63,6 +113,13 @@ constexpr double kDeadBand = 0.15;
  * that shares settle within ~4 % of the rates instead of sticking at the band's edge. */
 constexpr double kSettleBand = 0.04;
 constexpr uint32_t kSettleUpdates = 20;
+
+/* The median of v[0..m-1], m >= 1 (v is sorted in place). */
+double median(double *v, uint32_t m)
+{
+    std::sort(v, v + m);
+    return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
+}
 
 /* Shares from rates: unknown (0) rates count as the best known one (they get measured
  * soon), every live rate at least the best / trickle. */
@@ -187,6 +244,50 @@ extern "C" void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_
     ++l->acc_msgs;
 }
 
+extern "C" void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *bytes,
+                                   const uint64_t *timed, const uint64_t *span_us,
+                                   const uint64_t *finish_us, uint64_t now_us)
+{
+    if (n < 1 || n > DR_MAX_PLANES) {
+        return;
+    }
+    int ref = -1;
+    for (int i = 0; i < n; ++i) {
+        dr_weights_link_delivered(&links[i], bytes[i], timed[i], span_us[i], finish_us[i]);
+        if (links[i].up && bytes[i] != 0 && timed[i] != 0 && span_us[i] != 0 && links[i].rate > 0 &&
+            finish_us[i] != 0 && (ref < 0 || bytes[i] > bytes[ref])) {
+            ref = i;
+        }
+    }
+    if (ref < 0) {
+        return;
+    }
+    /* Finishes count from the same instant (the message's first arrival), so their difference
+     * says which plane held the message up. Noted for every other link that carried bytes
+     * untimed: its split and how much earlier it finished, in the reference's stripe times,
+     * and when, for what it delivered per second. */
+    for (int i = 0; i < n; ++i) {
+        dr_wlink_t *l = &links[i];
+        if (i == ref || !l->up || bytes[i] == 0 || (timed[i] != 0 && span_us[i] != 0)) {
+            continue;
+        }
+        if (l->bal_msgs < kBalMsgs) {
+            const double t_ref = (double)bytes[ref] / links[ref].rate * 1e6;
+            l->bal_split[l->bal_msgs] = (double)bytes[i] / (double)bytes[ref];
+            l->bal_err[l->bal_msgs] = ((double)finish_us[ref] - (double)finish_us[i]) / t_ref;
+        }
+        if (l->bal_msgs == 0) {
+            l->bal_first_us = now_us;
+            l->bal_bytes = 0;
+        } else {
+            l->bal_bytes += bytes[i];
+        }
+        l->bal_last_us = now_us;
+        ++l->bal_msgs;
+        l->bal_ref = ref;
+    }
+}
+
 extern "C" void dr_weights_link_down(dr_wlink_t *l)
 {
     const double rate = l->rate;
@@ -213,6 +314,7 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         return 0;
     }
     int sampled[DR_MAX_PLANES] = {0};
+    int balanced[DR_MAX_PLANES] = {0}; /* balance samples: applied past the settle band */
     for (int i = 0; i < n; ++i) {
         dr_wlink_t *l = &links[i];
         if (!l->up) {
@@ -221,16 +323,66 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         if (l->acc_msgs != 0) {
             l->acc_age_us += tick_us;
         }
-        const bool enough =
-            l->acc_msgs != 0 && (l->acc_busy_us >= kSampleBusyUs || l->acc_msgs >= kSampleMsgs ||
-                                 l->acc_age_us >= kSampleAgeUs);
+        if (l->bal_msgs != 0) {
+            l->bal_age_us += tick_us;
+        }
+        if (l->bal_msgs >= kBalMsgs || (l->bal_msgs != 0 && l->bal_age_us >= kSampleAgeUs)) {
+            /* Balance sample: the messages' split (bytes over the reference's), d, how much
+             * earlier than the reference this link finished, in the reference's stripe
+             * times, and what it delivered per second (the acknowledgements of a link that
+             * lags come at its pace: its bytes over their intervals). */
+            const uint32_t m = std::min<uint32_t>(l->bal_msgs, kBalMsgs);
+            const double split = median(l->bal_split, m);
+            const double d = median(l->bal_err, m);
+            const double ref_rate = links[l->bal_ref].up ? links[l->bal_ref].rate : 0;
+            const double delivered =
+                l->bal_last_us > l->bal_first_us
+                    ? (double)l->bal_bytes * 1e6 / (double)(l->bal_last_us - l->bal_first_us)
+                    : 0;
+            l->bal_msgs = 0;
+            l->bal_age_us = 0;
+            /* A link timed meanwhile is measured by its spans: the notes are dropped.
+             * (Cutting a timed plane that lags to what it delivered, meant for a plane
+             * cut to a tenth, re-split equal planes on their queues' swings: 25-30 share
+             * changes per 8 s run in the lab went to 37-48.) */
+            if (l->acc_msgs == 0 && l->tick_timed == 0 && ref_rate > 0) {
+                l->spare = 0;
+                sampled[i] = balanced[i] = 1;
+                if (l->samples == 0 && d > kBalSpare) {
+                    /* The cautious start of a re-admitted link with room to spare: grown
+                     * as growth does (compounding, x1.5). */
+                    l->bal_ratio = std::max(l->rate / ref_rate, split) * kGrowFirst;
+                    continue;
+                }
+                /* Towards finishing with the reference: the link's time scaled by
+                 * 1 / (1 - d) would have done it (a partial step of that, at most
+                 * kBalStep, or growing steps when far too early twice in a row: not a
+                 * queue's swing but a plane that became faster); a lagging link with the
+                 * queue is taken at what it delivered, at most halved. */
+                l->bal_far = d > kBalFar ? l->bal_far + 1 : 0;
+                const double up =
+                    l->bal_far >= kBalFarRun
+                        ? std::min(2.0,
+                                   std::pow(kBalFarStep, (double)(l->bal_far - kBalFarRun + 1)))
+                        : kBalStep;
+                const double c = d >= 0.5 ? up : std::pow(1.0 / (1.0 - d), kBalGain);
+                double x = split * (c > up ? up : c < 1 / kBalStep ? 1 / kBalStep : c);
+                if (d < -kBalLag && delivered > 0 && delivered < kBalCut * x * ref_rate &&
+                    links[l->bal_ref].samples >= kFirstSamples) {
+                    x = std::max(delivered / ref_rate, split / 2);
+                }
+                l->bal_ratio = x;
+                ++l->samples;
+                continue;
+            }
+        }
+        const bool enough = l->acc_msgs != 0 &&
+                            ((l->acc_busy_us >= kSampleBusyUs && l->acc_msgs >= kSampleMinMsgs) ||
+                             l->acc_msgs >= kSampleMsgs || l->acc_age_us >= kSampleAgeUs);
         if (!enough) {
             continue;
         }
-        const uint32_t m = std::min<uint32_t>(l->acc_msgs, kMaxMsgs);
-        std::sort(l->msg_rate, l->msg_rate + m);
-        const double s =
-            m % 2 ? l->msg_rate[m / 2] : (l->msg_rate[m / 2 - 1] + l->msg_rate[m / 2]) / 2;
+        const double s = median(l->msg_rate, std::min<uint32_t>(l->acc_msgs, kMaxMsgs));
         if (l->rate <= 0) {
             l->rate = s;
         } else {
@@ -242,12 +394,23 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         l->spare = 0;
         l->acc_busy_us = l->acc_age_us = 0;
         l->acc_msgs = 0;
+        l->bal_ratio = 0; /* timed now: its own span says more than finishes */
+    }
+    /* A balanced link's rate is its ratio to its reference's, whatever the reference's
+     * samples did since (a reference misread on a loaded machine must not shift the split
+     * it was balanced with). */
+    for (int i = 0; i < n; ++i) {
+        dr_wlink_t *l = &links[i];
+        if (l->up && l->bal_ratio > 0 && l->bal_ref >= 0 && l->bal_ref < n && l->bal_ref != i &&
+            links[l->bal_ref].up && links[l->bal_ref].rate > 0) {
+            l->rate = l->bal_ratio * links[l->bal_ref].rate;
+        }
     }
     /* Spare capacity: data delivered in a fraction of the time another link took. */
     for (int i = 0; i < n; ++i) {
         dr_wlink_t *l = &links[i];
-        if (!l->up || sampled[i] || l->tick_timed != 0) {
-            l->spare = l->lag = 0; /* measured, or about to be: samples decide */
+        if (!l->up || sampled[i] || l->tick_timed != 0 || l->bal_msgs != 0 || l->bal_ratio > 0) {
+            l->spare = l->lag = 0; /* measured, or about to be, or balanced: samples decide */
             continue;
         }
         if (l->tick_bytes == 0) {
@@ -320,6 +483,11 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
         /* A link that came or went always re-splits. */
         if ((links[i].share > 0) != (shares[i] > 0) || d > kDeadBand * big ||
             d < -kDeadBand * big) {
+            change = true;
+        }
+        /* A balance step is damped already, and one held by a band would never grow past
+         * it (it is taken from the split the messages had): applied unless tiny. */
+        if (balanced[i] && (d > kBalApply * big || d < -kBalApply * big)) {
             change = true;
         }
         if (d > kSettleBand * big || d < -kSettleBand * big) {

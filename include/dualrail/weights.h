@@ -13,12 +13,27 @@
  * completions would not do: the sockets absorb a stripe at once, and between
  * the ring's messages they drain). Per link:
  *
- *   sample   the median of the messages' rates over at least 60 ms of spans,
- *            16 messages or 250 ms (a receiver that was descheduled reads some
+ *   sample   the median of the messages' rates over at least 60 ms of spans (and
+ *            4 messages), 16 messages or 250 ms (a receiver that was descheduled reads some
  *            arrivals as closer than they were: the median ignores those),
  *            folded into an EWMA, a slowdown faster than a speed-up
- *   growth   a plane whose stripes are too short to time, finishing in half
- *            the others' time, has spare capacity: raised 15 % per step
+ *   balance  a plane whose stripes are too short to time (their span is a few
+ *            milliseconds, the order of the receiver's progress jitter) is
+ *            steered by finishes against the timed plane beside it (its
+ *            reference): over 8 messages, the median of their split (bytes over
+ *            the reference's) and of how much earlier than the reference it
+ *            finished (in the reference's stripe times); one step of 5 % from
+ *            that split towards finishing together, applied at once (the size
+ *            of a finish difference is mostly the queue of the plane that is
+ *            behind, so the step is nearly one by its sign); two samples more
+ *            than 2 stripe times early: growing steps (25 %, 56 %, 95 %, 2x); a
+ *            plane lagging by more than a whole stripe time holds the queue and,
+ *            delivering under 0.6 of its split's rate, is taken at what it
+ *            delivered per second (at most halved); one at its cautious start
+ *            finishing early by half a stripe time grows x1.5. Its rate is a
+ *            ratio to the reference's, so a misread reference does not move it
+ *   growth   with no timed plane beside it: a plane finishing in half the
+ *            others' time has spare capacity: raised 15 % per step
  *   lag      such a plane finishing well after the others is over-weighted:
  *            lowered by its lag per step
  *   share    rate / sum of the live planes' rates, so that every plane finishes
@@ -83,10 +98,20 @@ typedef struct dr_wlink {
     uint64_t tick_timed;   /*   of those, timed (a sample is on its way) */
     uint64_t tick_busy_us; /*   finishes (time from each message's start to its last byte) */
     double msg_rate[16];   /* this sample's per-message rates (timed bytes / span) */
-    uint32_t samples;      /* samples taken since (re-)admission */
-    uint32_t spare;        /* updates in a row with spare capacity (see growth) */
-    uint32_t lag;          /* updates in a row it finished well after the others */
-    uint32_t drift;        /* updates in a row its share was off by a little (see dead band) */
+    double bal_split[16];  /* dr_weights_message: per message, its bytes over the reference's, */
+    double bal_err[16];    /*   and how much earlier than the reference it finished */
+    uint32_t bal_msgs;     /*   messages noted since the last balance sample */
+    uint64_t bal_age_us;   /*   update time since the first of them */
+    uint64_t bal_bytes;    /*   their bytes after the first message's */
+    uint64_t bal_first_us; /*   when the first and the last of them were acknowledged */
+    uint64_t bal_last_us;
+    double bal_ratio; /* balanced: rate = bal_ratio x the reference's (0: not balanced) */
+    int bal_ref;      /*   the reference link */
+    uint32_t bal_far; /*   balance samples in a row that found it far too early */
+    uint32_t samples; /* samples taken since (re-)admission */
+    uint32_t spare;   /* updates in a row with spare capacity (see growth) */
+    uint32_t lag;     /* updates in a row it finished well after the others */
+    uint32_t drift;   /* updates in a row its share was off by a little (see dead band) */
 } dr_wlink_t;
 
 void dr_weights_link_init(dr_wlink_t *l);
@@ -99,6 +124,18 @@ void dr_weights_link_init(dr_wlink_t *l);
  */
 void dr_weights_link_delivered(dr_wlink_t *l, uint64_t bytes, uint64_t timed, uint64_t span_us,
                                uint64_t finish_us);
+
+/*
+ * One message's acknowledgement, arrived at now_us, for the n links of its peer (the message
+ * was split over them): per link the bytes it carried (0: none, or not to be counted), of
+ * those the timed bytes and their span (0: untimed), and its finish (from the message's
+ * first arrival on any link). Notes each link's delivery (dr_weights_link_delivered) and,
+ * for every other link that carried bytes untimed, its split and finish against the timed link
+ * that carried the most bytes, its reference (none: nothing more; growth and lag steer untimed
+ * links then).
+ */
+void dr_weights_message(dr_wlink_t *links, int n, const uint64_t *bytes, const uint64_t *timed,
+                        const uint64_t *span_us, const uint64_t *finish_us, uint64_t now_us);
 
 /* The link went down: it carries nothing and its measurements stop. */
 void dr_weights_link_down(dr_wlink_t *l);
