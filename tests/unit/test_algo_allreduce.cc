@@ -21,11 +21,11 @@ extern "C" {
 #include <vector>
 
 #include "algo/allreduce.hpp"
-#include "test_algo_fake.hpp"
-#include "../support/test_helpers.hpp"
+#include "test_algo_rig.hpp"
 
 using namespace dualrail::coll;
 using namespace dualrail::test;
+using fake::report;
 
 namespace {
 
@@ -148,18 +148,6 @@ std::vector<Config> configs(int n)
         }
     }
     return out;
-}
-
-/* Collects failures from rank threads (cmocka's asserts belong to the main thread). */
-void report(Failures &f, fake::Net &net)
-{
-    for (const std::string &v : net.violations()) {
-        f.add("transport contract: " + v);
-    }
-    for (const std::string &l : f.lines) {
-        print_error("%s\n", l.c_str());
-    }
-    assert_int_equal(f.lines.size(), 0);
 }
 
 void run_table(int n)

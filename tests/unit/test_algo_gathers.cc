@@ -24,9 +24,11 @@ extern "C" {
 
 #include "algo/gathers.hpp"
 #include "algo/ring_math.hpp"
-#include "test_algo_fake.hpp"
+#include "test_algo_rig.hpp"
 
 using namespace dualrail::coll;
+using dualrail::test::Failures;
+using fake::report;
 
 namespace {
 
@@ -38,40 +40,9 @@ unsigned char byte_of(int rank, size_t i, uint64_t salt)
     return (unsigned char)((rank + 1) * 131 + i * 7 + (i >> 8) * 13 + salt * 29);
 }
 
-struct Failures {
-    std::mutex mu;
-    std::vector<std::string> lines;
-    void add(const std::string &s)
-    {
-        std::lock_guard<std::mutex> lk(mu);
-        if (lines.size() < 20) {
-            lines.push_back(s);
-        }
-    }
-};
-
-void report(Failures &f, fake::Net &net)
-{
-    for (const std::string &v : net.violations()) {
-        f.add("transport contract: " + v);
-    }
-    for (const std::string &l : f.lines) {
-        print_error("%s\n", l.c_str());
-    }
-    assert_int_equal(f.lines.size(), 0);
-}
-
 Params params(int kind, int rank, int n, fake::FakeTransport &t)
 {
-    Params p;
-    p.kind = kind;
-    p.rank = rank;
-    p.size = n;
-    p.comm_id = kComm;
-    p.timeout = 60;
-    p.idle = fake::FakeTransport::idle;
-    p.idle_arg = &t;
-    return p;
+    return fake::rank_params(kind, rank, n, t, kComm);
 }
 
 /* Counts of pattern p (bytes): equal, zero every other rank, skewed, all on one. */

@@ -33,9 +33,11 @@ extern "C" {
 #include "algo/rd_math.hpp"
 #include "algo/reductions.hpp"
 #include "algo/tree_math.hpp"
-#include "test_algo_fake.hpp"
+#include "test_algo_rig.hpp"
 
 using namespace dualrail::coll;
+using dualrail::test::Failures;
+using fake::report;
 
 namespace {
 
@@ -73,39 +75,9 @@ uint32_t want_sum(int n, size_t i, uint64_t salt)
     return s;
 }
 
-struct Failures {
-    std::mutex mu;
-    std::vector<std::string> lines;
-    void add(const std::string &s)
-    {
-        std::lock_guard<std::mutex> lk(mu);
-        if (lines.size() < 20) {
-            lines.push_back(s);
-        }
-    }
-};
-
-void report(Failures &f, fake::Net &net)
-{
-    for (const std::string &v : net.violations()) {
-        f.add("transport contract: " + v);
-    }
-    for (const std::string &l : f.lines) {
-        print_error("%s\n", l.c_str());
-    }
-    assert_int_equal(f.lines.size(), 0);
-}
-
 Params params(int kind, int rank, int n, fake::FakeTransport &t)
 {
-    Params p;
-    p.kind = kind;
-    p.rank = rank;
-    p.size = n;
-    p.comm_id = kComm;
-    p.timeout = 60;
-    p.idle = fake::FakeTransport::idle;
-    p.idle_arg = &t;
+    Params p = fake::rank_params(kind, rank, n, t, kComm);
     p.elem_size = 4;
     p.reduce = sum_u32;
     return p;
