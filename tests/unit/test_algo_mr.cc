@@ -23,55 +23,17 @@ extern "C" {
 
 namespace {
 
-constexpr int kRanks = 4;
-
-struct World {
-    dr_mr_t *mr[kRanks] = {};
-    uint32_t ids[kRanks] = {};
-};
+constexpr int kRanks = dualrail::test::kWorldRanks;
+using World = dualrail::test::MrWorld;
 
 int setup(void **state)
 {
-    World *w = new World;
-    dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.segment_size = 64 * 1024;
-    char err[256];
-    for (int r = 0; r < kRanks; ++r) {
-        w->ids[r] = 100 + 7 * (uint32_t)(kRanks - r); /* not the rank */
-        if (dr_mr_create(&cfg, w->ids[r], &w->mr[r], err, sizeof(err)) != DR_OK) {
-            print_error("create: %s\n", err);
-            return -1;
-        }
-    }
-    for (int a = 0; a < kRanks; ++a) {
-        for (int b = 0; b < kRanks; ++b) {
-            if (a == b) {
-                continue;
-            }
-            const void *addr;
-            size_t len;
-            dr_mr_address(w->mr[b], &addr, &len);
-            if (dr_mr_add_peer(w->mr[a], w->ids[b], addr, len, err, sizeof(err)) != DR_OK) {
-                print_error("add peer: %s\n", err);
-                return -1;
-            }
-        }
-    }
-    *state = w;
-    return 0;
+    return dualrail::test::world_setup(state, 100, 7);
 }
 
 int teardown(void **state)
 {
-    World *w = static_cast<World *>(*state);
-    for (dr_mr_t *m : w->mr) {
-        dr_mr_destroy(m);
-    }
-    delete w;
-    return 0;
+    return dualrail::test::world_teardown(state);
 }
 
 void sum_u64(const void *in, void *inout, size_t count, void *arg)
