@@ -16,9 +16,12 @@ packages=(
   gnuplot-nox python3
   python3-mpi4py python3-numpy
 )
-# Open MPI 5's internal headers include <pmix.h> (4.1's do not).
+# Open MPI 5's internal headers include <pmix.h> (4.1's do not). On the host,
+# test.sh's package step (contrib/package.sh) and the Debian 13 root
+# (contrib/stack13.sh) make fresh roots with mmdebstrap.
 case $(. /etc/os-release && echo "${VERSION_ID:-}") in
   13*) packages+=(libpmix-dev) ;;
+  *) packages+=(mmdebstrap) ;;
 esac
 
 if [ "${1:-}" = --list ]; then
