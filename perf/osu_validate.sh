@@ -152,7 +152,7 @@ stock_verdict() {
   fi
 }
 takes_type() { # OSU 7.4's benchmarks with a -T option (their -h lists it)
-  "${bin[$1]}" -h 2>/dev/null | grep -q -- '--type'
+  "${bin[$1]}" -h 2>/dev/null | grep -c -- '--type' >/dev/null
 }
 
 echo "osu_validate.sh: lab $DUALRAIL_LAB_PREFIX, $np ranks on 4 nodes, OSU in $osu_dir"

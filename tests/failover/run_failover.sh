@@ -445,7 +445,10 @@ case $mode in
     what=$cmpi
     [ "$coll" != iallreduce ] || what="(MPI_Allreduce|MPI_Iallreduce)"
     pat="$what on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
-    if grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Eq "coll/dualrail: rank $n: |peer rank $n "; then
+    # Counted, not grep -q: a grep -q that stops at its first match leaves the first grep to
+    # die of SIGPIPE on its next write, and pipefail then reports the match as a miss.
+    nm=$(grep -E "coll/dualrail: rank [0-9]+: $pat" "$log" | grep -Ec "coll/dualrail: rank $n: |peer rank $n ")
+    if [ "${nm:-0}" -gt 0 ]; then
       ok "the failure message names rank $n (or its peer) and planes ethA and ethB"
     else
       fail "no failure message naming rank $n and planes ethA and ethB down"

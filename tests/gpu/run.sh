@@ -85,7 +85,7 @@ export LD_LIBRARY_PATH=$deps/usr/lib/$triplet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 # fallback/ (libudev.so.1, needed by libhwloc) only where the machine lacks it:
 # it must not shadow the machine's own, newer copy.
 system_has() { # soname
-    { have ldconfig && ldconfig -p 2>/dev/null | grep -qE "^[[:space:]]+${1//./\\.} \("; } && return 0
+    { have ldconfig && ldconfig -p 2>/dev/null | grep -cE "^[[:space:]]+${1//./\\.} \(" >/dev/null; } && return 0
     local d
     for d in /lib/$triplet /usr/lib/$triplet /lib64 /usr/lib64 /lib /usr/lib; do
         [ -e "$d/$1" ] && return 0
