@@ -10,6 +10,7 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/collectives.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/bcast_binomial.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/bcast_scatter_allgather.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/bcast_chain.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/barrier_dissemination.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allgather_rd.cc
@@ -17,6 +18,7 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/reductions.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_binomial.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_rabenseifner.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_chain.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_scatter_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/reduce_scatter_halving.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/gathers.cc

@@ -47,6 +47,7 @@ static const mca_base_var_enum_value_t bcast_values[] = {
     {DR_BCAST_AUTO, "auto"},
     {DR_BCAST_BINOMIAL, "binomial"},
     {DR_BCAST_SCATTER_ALLGATHER, "scatter_allgather"},
+    {DR_BCAST_CHAIN, "chain"},
     {0, NULL},
 };
 
@@ -69,6 +70,7 @@ static const mca_base_var_enum_value_t reduce_values[] = {
     {DR_REDUCE_AUTO, "auto"},
     {DR_REDUCE_BINOMIAL, "binomial"},
     {DR_REDUCE_RABENSEIFNER, "rabenseifner"},
+    {DR_REDUCE_CHAIN, "chain"},
     {0, NULL},
 };
 
@@ -122,7 +124,8 @@ static int dualrail_register(void)
     cm->planes_exclude = "";
     reg("planes_exclude", "With discovery: interfaces or devices (comma-separated shell patterns) "
         "that are never planes, in addition to loopback, bridges, containers and the interfaces "
-        "in oob_tcp_if_include and btl_tcp_if_include", MCA_BASE_VAR_TYPE_STRING, NULL,
+        "in oob_tcp_if_include (btl_tcp_if_include may name the planes: the application's "
+        "point-to-point traffic may share them)", MCA_BASE_VAR_TYPE_STRING, NULL,
         OPAL_INFO_LVL_4, &cm->planes_exclude);
     cm->transports = "^sm,self,cma";
     reg("transports", "UCX_TLS for every plane's UCX context (network transports only)",
@@ -158,13 +161,14 @@ static int dualrail_register(void)
     mca_base_var_enum_t *bcasts = NULL;
     mca_base_var_enum_create("coll_dualrail_bcast_algorithms", bcast_values, &bcasts);
     cm->bcast_algorithm = DR_BCAST_AUTO;
-    reg("bcast_algorithm", "Bcast algorithm: auto (binomial tree up to bcast_small_max_bytes, "
-        "scatter + ring allgather above), binomial, scatter_allgather",
+    reg("bcast_algorithm", "Bcast algorithm: auto (binomial tree up to bcast_small_max_bytes; "
+        "above, a pipelined chain from n segments of the message on, scatter + ring allgather "
+        "below that), binomial, scatter_allgather, chain",
         MCA_BASE_VAR_TYPE_INT, bcasts, OPAL_INFO_LVL_5, &cm->bcast_algorithm);
     OBJ_RELEASE(bcasts);
     cm->bcast_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
     reg("bcast_small_max_bytes", "With bcast_algorithm auto: messages up to this many bytes "
-        "use the binomial tree, larger ones scatter + ring allgather",
+        "use the binomial tree, larger ones the chain or scatter + ring allgather",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->bcast_small_max_bytes);
     mca_base_var_enum_t *allgathers = NULL;
     mca_base_var_enum_create("coll_dualrail_allgather_algorithms", allgather_values, &allgathers);
@@ -228,14 +232,16 @@ static int dualrail_register(void)
     mca_base_var_enum_t *reduces = NULL;
     mca_base_var_enum_create("coll_dualrail_reduce_algorithms", reduce_values, &reduces);
     cm->reduce_algorithm = DR_REDUCE_AUTO;
-    reg("reduce_algorithm", "Reduce algorithm: auto (binomial tree up to reduce_small_max_bytes, "
-        "ring reduce-scatter + gather to the root above), binomial, rabenseifner",
+    reg("reduce_algorithm", "Reduce algorithm: auto (binomial tree up to reduce_small_max_bytes; "
+        "above, a pipelined chain from n segments of the message on, ring reduce-scatter + "
+        "gather to the root below that), binomial, rabenseifner (the ring allreduce's bits), "
+        "chain",
         MCA_BASE_VAR_TYPE_INT, reduces, OPAL_INFO_LVL_5, &cm->reduce_algorithm);
     OBJ_RELEASE(reduces);
     cm->reduce_small_max_bytes = DR_COLL_SMALL_MAX_DEFAULT;
     reg("reduce_small_max_bytes", "With reduce_algorithm auto: messages up to this many bytes "
-        "use the binomial tree, larger ones Rabenseifner's (also binomial with fewer elements "
-        "than ranks, or more than 2048 ranks)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
+        "use the binomial tree, larger ones the chain or Rabenseifner's (also binomial with "
+        "fewer elements than ranks)", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
         &cm->reduce_small_max_bytes);
     mca_base_var_enum_t *rsbs = NULL;
     mca_base_var_enum_create("coll_dualrail_reduce_scatter_block_algorithms",

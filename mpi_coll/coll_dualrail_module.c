@@ -133,26 +133,42 @@ static void mr_log(int level, const char *msg, void *arg)
     }
 }
 
-/* The interfaces Open MPI's own runtime and point-to-point traffic are told to use. */
+/*
+ * The interfaces Open MPI's runtime (its out-of-band control channel) is told to use: the
+ * management network, never a plane. btl_tcp_if_include is not one of them: pointing the
+ * application's point-to-point traffic at the plane interfaces (as the benchmarks do, so
+ * nothing crosses the management network) used to drop exactly those planes from
+ * discovery, leaving the job on the management network's single "plane".
+ */
 static void runtime_interfaces(char *buf, size_t len)
 {
-    static const char *const vars[][3] = {{"orte", "oob", "tcp"}, {"opal", "btl", "tcp"}};
     buf[0] = '\0';
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
-        int idx = mca_base_var_find(vars[i][0], vars[i][1], vars[i][2], "if_include");
-        const char **value = NULL;
-        if (idx >= 0 && mca_base_var_get_value(idx, &value, NULL, NULL) == OPAL_SUCCESS &&
-            value != NULL && *value != NULL && **value != '\0') {
-            size_t n = strlen(buf);
-            snprintf(buf + n, len - n, "%s%s", n ? "," : "", *value);
+    const char *value = NULL;
+    /* An MPI process does not register the oob framework's variables (its launcher does), so
+     * the setting is read from where mpirun passes it on: the environment. */
+    int idx = mca_base_var_find("orte", "oob", "tcp", "if_include");
+    const char **v = NULL;
+    if (idx >= 0 && mca_base_var_get_value(idx, &v, NULL, NULL) == OPAL_SUCCESS && v != NULL &&
+        *v != NULL && **v != '\0') {
+        value = *v;
+    }
+    static const char *const envs[] = {"OMPI_MCA_oob_tcp_if_include",
+                                       "PRTE_MCA_oob_tcp_if_include"};
+    for (size_t i = 0; value == NULL && i < sizeof(envs) / sizeof(envs[0]); ++i) {
+        const char *e = getenv(envs[i]);
+        if (e != NULL && *e != '\0') {
+            value = e;
         }
+    }
+    if (value != NULL) {
+        snprintf(buf, len, "%s", value);
     }
 }
 
 /*
  * No plane list given: group this node's devices into planes (ucx_mr/topo).
- * Interfaces the MPI runtime is pinned to, and coll_dualrail_planes_exclude,
- * never become planes. The signature goes through the job-wide agreement.
+ * Interfaces the MPI runtime's control channel is pinned to
+ * (oob_tcp_if_include), and coll_dualrail_planes_exclude, never become planes. The signature goes through the job-wide agreement.
  */
 static int discover_planes(char *planes, size_t len, char *sig, size_t siglen)
 {

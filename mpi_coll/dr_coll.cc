@@ -30,6 +30,7 @@ static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
               "defaults");
 static_assert((int)DR_REDUCE_BINOMIAL == (int)kReduceBinomial &&
                   (int)DR_REDUCE_RABENSEIFNER == (int)kReduceRabenseifner &&
+                  (int)DR_REDUCE_CHAIN == (int)kReduceChain &&
                   (int)DR_REDUCE_SCATTER_RING == (int)kReduceScatterRing &&
                   (int)DR_REDUCE_SCATTER_HALVING == (int)kReduceScatterHalving,
               "reduce and reduce_scatter ids");
@@ -38,6 +39,7 @@ static_assert((int)DR_ALLGATHERV_RING == (int)kAllgathervRing &&
               "allgatherv ids");
 static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
                   (int)DR_BCAST_SCATTER_ALLGATHER == (int)kBcastScatterAllgather &&
+                  (int)DR_BCAST_CHAIN == (int)kBcastChain &&
                   (int)DR_ALLGATHER_RING == (int)kAllgatherRing &&
                   (int)DR_ALLGATHER_RD == (int)kAllgatherRd &&
                   (int)DR_ALLGATHER_BRUCK == (int)kAllgatherBruck &&

@@ -80,7 +80,7 @@ int dr_allreduce_choose(const dr_allreduce_args_t *a);
  * rank passes the same bytes, root, algorithm, small_max_bytes,
  * segment_size, comm_id and seq. A zero-filled struct gets the defaults.
  */
-enum { DR_BCAST_AUTO = 0, DR_BCAST_BINOMIAL = 1, DR_BCAST_SCATTER_ALLGATHER = 2 };
+enum { DR_BCAST_AUTO = 0, DR_BCAST_BINOMIAL = 1, DR_BCAST_SCATTER_ALLGATHER = 2, DR_BCAST_CHAIN = 3 };
 enum { DR_ALLGATHER_AUTO = 0, DR_ALLGATHER_RING = 1, DR_ALLGATHER_RD = 2, DR_ALLGATHER_BRUCK = 3 };
 
 #define DR_COLL_SMALL_MAX_DEFAULT (64 * 1024) /* small_max_bytes when 0 */
@@ -136,7 +136,7 @@ int dr_allgather_choose(const dr_coll_args_t *a);
  * small_max_bytes: AUTO picks the small-message algorithm up to this many bytes of
  * input per rank (0: 64 KiB).
  */
-enum { DR_REDUCE_AUTO = 0, DR_REDUCE_BINOMIAL = 1, DR_REDUCE_RABENSEIFNER = 2 };
+enum { DR_REDUCE_AUTO = 0, DR_REDUCE_BINOMIAL = 1, DR_REDUCE_RABENSEIFNER = 2, DR_REDUCE_CHAIN = 3 };
 enum { DR_REDUCE_SCATTER_AUTO = 0, DR_REDUCE_SCATTER_RING = 1, DR_REDUCE_SCATTER_HALVING = 2 };
 dr_status_t dr_reduce(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen);
 dr_status_t dr_reduce_scatter_block(dr_mr_t *mr, const dr_coll_args_t *a, char *err,

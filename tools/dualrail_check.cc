@@ -211,11 +211,12 @@ std::string plane_text(const Env &e, int l)
 
 /* ------------------------------------------------------------------ planes */
 
-/* Interfaces the MPI runtime is pinned to are the management network, never a plane. */
+/* Interfaces the MPI runtime's control channel is pinned to are the management network, never
+ * a plane (as the component's discovery: btl_tcp_if_include may name the planes). */
 std::vector<std::string> runtime_interfaces(const std::vector<dr_topo_ifaddr_t> &ifs)
 {
     std::vector<std::string> out;
-    for (const char *var : {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"}) {
+    for (const char *var : {"OMPI_MCA_oob_tcp_if_include", "PRTE_MCA_oob_tcp_if_include"}) {
         const char *v = getenv(var);
         if (v == nullptr) {
             continue;
@@ -1470,9 +1471,9 @@ void check_bandwidth(Env &e, const std::vector<std::vector<uint8_t>> &reach)
                 if (shares[lo] >= 0.75 / L) {
                     continue;
                 }
-                std::string s = strf("adaptive weights %s -> %s: %s %.2f of each message",
-                                     e.names[i].c_str(), e.names[j].c_str(),
-                                     plane_text(e, lo).c_str(), shares[lo]);
+                std::string s =
+                    strf("adaptive weights %s -> %s: %s %.2f of each message", e.names[i].c_str(),
+                         e.names[j].c_str(), plane_text(e, lo).c_str(), shares[lo]);
                 for (int l = 0; l < L; ++l) {
                     if (l != lo) {
                         s += strf(", %s %.2f", plane_text(e, l).c_str(), shares[l]);

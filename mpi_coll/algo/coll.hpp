@@ -50,9 +50,9 @@ using ReduceFn = void (*)(const void *in, void *inout, size_t count, void *arg);
 
 /* Algorithm ids per kind; 0 is always "choose". */
 enum Algorithm : int { kAlgoAuto = 0, kAlgoRing = 1, kAlgoRd = 2 };
-enum BcastAlgorithm : int { kBcastBinomial = 1, kBcastScatterAllgather = 2 };
+enum BcastAlgorithm : int { kBcastBinomial = 1, kBcastScatterAllgather = 2, kBcastChain = 3 };
 enum AllgatherAlgorithm : int { kAllgatherRing = 1, kAllgatherRd = 2, kAllgatherBruck = 3 };
-enum ReduceAlgorithm : int { kReduceBinomial = 1, kReduceRabenseifner = 2 };
+enum ReduceAlgorithm : int { kReduceBinomial = 1, kReduceRabenseifner = 2, kReduceChain = 3 };
 /* reduce_scatter_block and reduce_scatter */
 enum ReduceScatterAlgorithm : int { kReduceScatterRing = 1, kReduceScatterHalving = 2 };
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "algo/chain_math.hpp"
 #include "algo/ring_math.hpp"
 #include "algo/tree_math.hpp"
 
@@ -42,17 +43,23 @@ Params defaults(const Params &in)
 
 int bcast_choose(const Params &p)
 {
-    if (p.algorithm == kBcastBinomial || p.algorithm == kBcastScatterAllgather) {
+    if (p.algorithm == kBcastBinomial || p.algorithm == kBcastScatterAllgather ||
+        p.algorithm == kBcastChain) {
         return p.algorithm;
     }
     /* The tree sends the whole message log2(n) times along its deepest path; scatter +
-     * allgather moves about 2x the message per rank whatever n, which wins once
-     * bandwidth dominates. With fewer bytes than ranks most blocks would be empty, and
-     * past kRingMaxRanks the ring's steps do not fit a key. */
-    if (p.count <= small_max(p) || p.count < (size_t)p.size || p.size > kRingMaxRanks) {
+     * allgather moves about 2x the message through every rank's link whatever n, and the
+     * chain once plus its pipe's fill (n - 2 segments), which wins from n segments on
+     * (chain_wins). With fewer bytes than ranks most blocks would be empty, and past
+     * kRingMaxRanks the ring's steps do not fit a key. */
+    if (p.count <= small_max(p) || p.count < (size_t)p.size) {
         return kBcastBinomial;
     }
-    return kBcastScatterAllgather;
+    if (chain_wins(p.count, 1, p.size,
+                   p.segment_size == 0 ? kDefaultSegmentBytes : p.segment_size)) {
+        return kBcastChain;
+    }
+    return p.size > kRingMaxRanks ? kBcastBinomial : kBcastScatterAllgather;
 }
 
 int allgather_choose(const Params &p)
@@ -79,7 +86,7 @@ dr_status_t bcast(Transport &t, const Params &in, std::string *err)
         return st;
     }
     if (in.algorithm != kAlgoAuto && in.algorithm != kBcastBinomial &&
-        in.algorithm != kBcastScatterAllgather) {
+        in.algorithm != kBcastScatterAllgather && in.algorithm != kBcastChain) {
         return reject(err, in.kind, "unknown algorithm %d", in.algorithm);
     }
     if (in.count == 0 || in.size == 1) {
@@ -97,7 +104,9 @@ dr_status_t bcast(Transport &t, const Params &in, std::string *err)
                       "the key), this communicator has %d",
                       kRingMaxRanks, p.size);
     }
-    return algo == kBcastBinomial ? bcast_binomial(t, p, err) : bcast_scatter_allgather(t, p, err);
+    return algo == kBcastBinomial ? bcast_binomial(t, p, err)
+           : algo == kBcastChain  ? bcast_chain(t, p, err)
+                                  : bcast_scatter_allgather(t, p, err);
 }
 
 dr_status_t barrier(Transport &t, const Params &in, std::string *err)

@@ -5,7 +5,8 @@
  * (Params::count is bytes) and never reduce.
  *
  *   bcast()      bcast_binomial.cc            small messages, any size
- *                bcast_scatter_allgather.cc   large (van de Geijn)
+ *                bcast_chain.cc               large (pipelined chain)
+ *                bcast_scatter_allgather.cc   large, shorter than n chain segments
  *   barrier()    barrier_dissemination.cc
  *   allgather()  allgather_ring.cc            large
  *                allgather_rd.cc              small, power-of-two sizes
@@ -41,6 +42,7 @@ int allgather_choose(const Params &p);
 /* The algorithms, for checked arguments (size >= 2, count >= 1 except barrier). */
 dr_status_t bcast_binomial(Transport &t, const Params &p, std::string *err);
 dr_status_t bcast_scatter_allgather(Transport &t, const Params &p, std::string *err);
+dr_status_t bcast_chain(Transport &t, const Params &p, std::string *err);
 dr_status_t barrier_dissemination(Transport &t, const Params &p, std::string *err);
 dr_status_t allgather_ring(Transport &t, const Params &p, std::string *err);
 dr_status_t allgather_rd(Transport &t, const Params &p, std::string *err);

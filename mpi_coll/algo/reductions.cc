@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "algo/chain_math.hpp"
 #include "algo/tree_math.hpp"
 
 namespace dualrail {
@@ -85,19 +86,26 @@ dr_status_t run_scatter(Transport &t, const Params &in, const Blocks &b, Scratch
 
 int reduce_choose(const Params &p)
 {
-    if (p.algorithm == kReduceBinomial || p.algorithm == kReduceRabenseifner) {
+    if (p.algorithm == kReduceBinomial || p.algorithm == kReduceRabenseifner ||
+        p.algorithm == kReduceChain) {
         return p.algorithm;
     }
     const size_t bytes =
         p.elem_size != 0 && p.count > SIZE_MAX / p.elem_size ? SIZE_MAX : p.count * p.elem_size;
     /* The tree sends the message log2(n) times along its deepest path; Rabenseifner
-     * about twice whatever n, which wins once bandwidth dominates. With fewer elements
-     * than ranks most blocks would be empty, and past kRingMaxRanks the ring's steps do
-     * not fit a key. */
-    if (bytes <= small_max(p) || p.count < (size_t)p.size || p.size > kRingMaxRanks) {
+     * puts 1.5-2x the message through the root's link whatever n, the chain once plus
+     * its pipe's fill (n - 2 segments), which wins from n segments on (chain_wins).
+     * With fewer elements than ranks most blocks would be empty, and past kRingMaxRanks
+     * the ring's steps do not fit a key. */
+    if (bytes <= small_max(p) || p.count < (size_t)p.size) {
         return kReduceBinomial;
     }
-    return kReduceRabenseifner;
+    if (p.elem_size != 0 &&
+        chain_wins(p.count, p.elem_size, p.size,
+                   p.segment_size == 0 ? kDefaultSegmentBytes : p.segment_size)) {
+        return kReduceChain;
+    }
+    return p.size > kRingMaxRanks ? kReduceBinomial : kReduceRabenseifner;
 }
 
 int reduce_scatter_choose(const Params &p, size_t total_bytes)
@@ -125,7 +133,7 @@ dr_status_t reduce(Transport &t, const Params &in, Scratch *scratch, std::string
                       in.size);
     }
     if (in.algorithm != kAlgoAuto && in.algorithm != kReduceBinomial &&
-        in.algorithm != kReduceRabenseifner) {
+        in.algorithm != kReduceRabenseifner && in.algorithm != kReduceChain) {
         return reject(err, in.kind, "unknown algorithm %d", in.algorithm);
     }
     if (in.count > SIZE_MAX / in.elem_size) {
@@ -163,6 +171,7 @@ dr_status_t reduce(Transport &t, const Params &in, Scratch *scratch, std::string
     Scratch local;
     Scratch &s = scratch != nullptr ? *scratch : local;
     return algo == kReduceBinomial ? reduce_binomial(t, p, s, err)
+           : algo == kReduceChain  ? reduce_chain(t, p, s, err)
                                    : reduce_rabenseifner(t, p, s, err);
 }
 

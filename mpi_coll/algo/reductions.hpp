@@ -6,7 +6,9 @@
  * as the allreduce does.
  *
  *   reduce()                 reduce_binomial.cc        small messages, any size
- *                            reduce_rabenseifner.cc    large: ring reduce-scatter
+ *                            reduce_chain.cc           large (pipelined chain)
+ *                            reduce_rabenseifner.cc    large, shorter than n chain
+ *                                                      segments: ring reduce-scatter
  *                                                      + gather to the root
  *   reduce_scatter_block()   reduce_scatter_ring.cc    large (pipelined ring)
  *   reduce_scatter()         reduce_scatter_halving.cc small (recursive halving,
@@ -20,8 +22,8 @@
  * Results. Rabenseifner's reduce-scatter is the ring allreduce's first
  * phase with the same blocks, segments and order of operations, so a large
  * reduce gives bitwise the result MPI_Allreduce gives for the same inputs
- * (with equal segment_size and when both take their ring). The binomial
- * reduce and the halving reduce-scatter combine in another order: the same
+ * (with equal segment_size and when both take their ring). The chain and
+ * binomial reduces and the halving reduce-scatter combine in another order: the same
  * value for exact arithmetic (integers, and floats holding integers),
  * possibly other last bits for rounded floating sums.
  */
@@ -73,6 +75,7 @@ struct Blocks {
  * (never nullptr here); out: this rank's result. */
 dr_status_t reduce_binomial(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 dr_status_t reduce_rabenseifner(Transport &t, const Params &p, Scratch &scratch, std::string *err);
+dr_status_t reduce_chain(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 dr_status_t reduce_scatter_ring(Transport &t, const Params &p, const Blocks &b, void *out,
                                 Scratch &scratch, std::string *err);
 dr_status_t reduce_scatter_halving(Transport &t, const Params &p, const Blocks &b, void *out,

@@ -12,12 +12,14 @@
 # and dualrail must not have taken them.
 # --device runs the component with the host stand-in as its GPU
 # (coll_dualrail_gpu_standin; pass --device to coll_check too).
-#   run_coll.sh BINARY NP [--oversubscribe] [--off] [--device] [-- args...]
+# --mca NAME VALUE is passed on to mpirun (repeatable; e.g. an algorithm forced).
+#   run_coll.sh BINARY NP [--oversubscribe] [--off] [--device] [--mca N V]... [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-over=() off=0 device=0
+over=() off=0 device=0 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --mca) extra+=(--mca "${2:?}" "${3:?}"); shift 2 ;;
     --oversubscribe) over=(--oversubscribe) ;;
     --off) off=1 ;;
     --device) device=1 ;;
@@ -37,6 +39,7 @@ mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100)
                           --mca coll_dualrail_gather 0 --mca coll_dualrail_gatherv 0
                           --mca coll_dualrail_scatter 0 --mca coll_dualrail_scatterv 0)
 [ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
+mca+=("${extra[@]}")
 rc=0
 # The ranks' stdout (the verdict) apart from their stderr (coll/dualrail's lines): mpirun
 # forwards the two streams of a rank independently, so a stdout line could land in the middle

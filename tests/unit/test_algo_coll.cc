@@ -181,7 +181,8 @@ std::string describe(const char *kind, int n, const Cfg &c)
 std::vector<Cfg> bcast_configs(int n)
 {
     std::vector<Cfg> v;
-    for (int algo : {(int)kAlgoAuto, (int)kBcastBinomial, (int)kBcastScatterAllgather}) {
+    for (int algo :
+         {(int)kAlgoAuto, (int)kBcastBinomial, (int)kBcastScatterAllgather, (int)kBcastChain}) {
         for (size_t count : {(size_t)0, (size_t)1, (size_t)13, (size_t)1000, (size_t)70001}) {
             for (int root = 0; root < n; ++root) {
                 if (count == 70001 && root != 0 && root != n / 2 && root != n - 1) {
@@ -559,6 +560,11 @@ void test_bcast_link_failure(void **state)
     check_link_failure(kKindBcast, kBcastScatterAllgather, 7, 7000, 3, 3, 4, 0);
     check_link_failure(kKindBcast, kBcastScatterAllgather, 7, 7000, 3, 5, 6, 30);
     check_link_failure(kKindBcast, kBcastScatterAllgather, 2, 7000, 1, 0, 1, 5);
+    /* chain, root 2 on 5 (chain 2 -> 3 -> 4 -> 0 -> 1): its first edge, then a later one
+     * mid-pipeline (7000 bytes in check_link_failure's 64-byte segments) */
+    check_link_failure(kKindBcast, kBcastChain, 5, 7000, 2, 2, 3, 0);
+    check_link_failure(kKindBcast, kBcastChain, 5, 7000, 2, 4, 0, 20);
+    check_link_failure(kKindBcast, kBcastChain, 2, 7000, 1, 0, 1, 5);
 }
 
 void test_allgather_link_failure(void **state)
@@ -591,7 +597,7 @@ void test_invalid_args(void **state)
     } cases[] = {
         {"bcast root out of range", kKindBcast, [](Params &p) { p.root = p.size; }},
         {"bcast negative root", kKindBcast, [](Params &p) { p.root = -1; }},
-        {"bcast unknown algorithm", kKindBcast, [](Params &p) { p.algorithm = 3; }},
+        {"bcast unknown algorithm", kKindBcast, [](Params &p) { p.algorithm = 4; }},
         {"bcast no buffer", kKindBcast, [](Params &p) { p.recvbuf = nullptr; }},
         {"bcast forced scatter-allgather on 2049", kKindBcast,
          [](Params &p) {
@@ -630,8 +636,16 @@ void test_invalid_args(void **state)
     p.size = 6;
     p.count = 100;
     assert_int_equal(bcast_choose(p), kBcastBinomial);
-    p.count = 1u << 20;
+    p.count = 1u << 20; /* 16 chain segments of 64 KiB on 6 ranks: the chain */
+    assert_int_equal(bcast_choose(p), kBcastChain);
+    p.count = 300000; /* under 6 segments of 64 KiB */
     assert_int_equal(bcast_choose(p), kBcastScatterAllgather);
+    p.segment_size = 4096; /* segments capped: the chain again */
+    assert_int_equal(bcast_choose(p), kBcastChain);
+    p.segment_size = 0;
+    p.size = kRingMaxRanks + 1; /* chain fill too long, ring steps too many: the tree */
+    assert_int_equal(bcast_choose(p), kBcastBinomial);
+    p.size = 6;
     p.count = 100;
     assert_int_equal(allgather_choose(p), kAllgatherBruck);
     p.size = 8;

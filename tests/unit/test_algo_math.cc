@@ -12,6 +12,7 @@ extern "C" {
 #include <vector>
 
 #include "algo/allreduce.hpp"
+#include "algo/chain_math.hpp"
 #include "algo/engine.hpp"
 #include "algo/rd_math.hpp"
 #include "algo/ring_math.hpp"
@@ -148,8 +149,8 @@ static void test_ring_keys_fit(void **state)
     /* The largest ring: every (step, block, seg) packs, and no step reaches the abort step. */
     const int n = kRingMaxRanks;
     assert_true((uint32_t)(ring_steps(n) - 1) < kAbortStep);
-    dr_key_fields_t f = {0xffff, DR_KIND_COUNT - 1, 0xffff, (uint32_t)ring_steps(n) - 1, (uint32_t)n - 1,
-                         kMaxSegments - 1};
+    dr_key_fields_t f = {0xffff,          DR_KIND_COUNT - 1, 0xffff, (uint32_t)ring_steps(n) - 1,
+                         (uint32_t)n - 1, kMaxSegments - 1};
     uint64_t k;
     assert_true(dr_key_pack(&f, &k));
     f.step = kAbortStep;
@@ -280,13 +281,59 @@ static void test_inline_array(void **state)
     assert_int_equal(v[19].b, 7);
 }
 
+/*
+ * Chain segments: they tile the message exactly, never exceed the configured
+ * segment_size unless the key runs out of segment numbers, number at most
+ * kChainMaxSegments, and the window stays within [1, 16] and the segment count.
+ */
+void test_chain_plan(void **state)
+{
+    (void)state;
+    const size_t counts[] = {
+        1, 7, 1000, 70001, (size_t)1 << 20, ((size_t)1 << 24) + 3, (size_t)5 << 30};
+    const size_t sizes[] = {1, 4, 8, 12};
+    const size_t segs[] = {0, 64, 96, 4096, (size_t)1 << 20};
+    for (size_t count : counts) {
+        for (size_t esz : sizes) {
+            for (size_t seg : segs) {
+                const ChainPlan c = chain_plan(count, esz, seg);
+                assert_true(c.seg_elems >= 1);
+                assert_true(c.nseg >= 1 && c.nseg <= kChainMaxSegments);
+                assert_true(c.window >= 1 && c.window <= 16 && c.window <= c.nseg);
+                /* the last segment ends at count, every other one is full */
+                const Span last = chain_segment(c, count, c.nseg - 1);
+                assert_int_equal(last.offset + last.count, count);
+                assert_true(last.count >= 1 && last.count <= c.seg_elems);
+                assert_int_equal(chain_segment(c, count, 0).offset, 0);
+                if (c.nseg > 1) {
+                    assert_int_equal(chain_segment(c, count, c.nseg - 2).count, c.seg_elems);
+                }
+                const bool key_bound = count * esz > seg * kChainMaxSegments;
+                if (seg != 0 && seg >= esz && !key_bound) {
+                    assert_true(c.seg_elems * esz <= seg);
+                }
+                /* every segment number fits the key's block and segment fields */
+                assert_true(chain_key_block(c.nseg - 1) < (1u << DR_KEY_BLOCK_BITS));
+                assert_true(chain_key_seg(c.nseg - 1) < (1u << DR_KEY_SEG_BITS));
+            }
+        }
+    }
+    /* 16 MiB with the default 1 MiB segments: 64 segments of 256 KiB */
+    const ChainPlan c = chain_plan((size_t)16 << 20, 1, (size_t)1 << 20);
+    assert_int_equal(c.seg_elems, 256 * 1024);
+    assert_int_equal(c.nseg, 64);
+    assert_true(chain_wins((size_t)16 << 20, 1, 4, (size_t)1 << 20));
+    assert_false(chain_wins((size_t)100 << 10, 1, 4, (size_t)1 << 20)); /* 2 segments */
+    assert_true(chain_wins(100, 1, 2, 0));                              /* 2 ranks: always */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_partition), cmocka_unit_test(test_segments),
         cmocka_unit_test(test_ring_indices),    cmocka_unit_test(test_ring_keys_fit),
         cmocka_unit_test(test_rd_folding),      cmocka_unit_test(test_choose),
-        cmocka_unit_test(test_inline_array),
+        cmocka_unit_test(test_inline_array),    cmocka_unit_test(test_chain_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

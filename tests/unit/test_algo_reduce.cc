@@ -145,7 +145,8 @@ std::string describe(const char *kind, int n, const Cfg &c)
 void run_reduce_table(int n)
 {
     std::vector<Cfg> cfgs;
-    for (int algo : {(int)kAlgoAuto, (int)kReduceBinomial, (int)kReduceRabenseifner}) {
+    for (int algo :
+         {(int)kAlgoAuto, (int)kReduceBinomial, (int)kReduceRabenseifner, (int)kReduceChain}) {
         for (size_t count : {(size_t)0, (size_t)1, (size_t)3, (size_t)517, (size_t)9001}) {
             for (int root = 0; root < n; ++root) {
                 if (count >= 517 && root != 0 && root != n / 2 && root != n - 1) {
@@ -534,6 +535,11 @@ void test_reduce_link_failure(void **state)
     check_link_failure(kKindReduce, kReduceRabenseifner, 7, 7000, 3, 5, 6, 30);
     check_link_failure(kKindReduce, kReduceRabenseifner, 7, 7000, 3, 1, 3, 6);
     check_link_failure(kKindReduce, kReduceRabenseifner, 2, 7000, 1, 0, 1, 5);
+    /* chain, root 2 on 5 (partials 1 -> 0 -> 4 -> 3 -> 2): its last edge into the root,
+     * then an earlier one mid-pipeline */
+    check_link_failure(kKindReduce, kReduceChain, 5, 7000, 2, 3, 2, 0);
+    check_link_failure(kKindReduce, kReduceChain, 5, 7000, 2, 0, 4, 20);
+    check_link_failure(kKindReduce, kReduceChain, 2, 7000, 1, 0, 1, 5);
 }
 
 void test_rsb_link_failure(void **state)
@@ -559,7 +565,7 @@ void test_invalid_args(void **state)
         void (*edit)(Params &);
     } cases[] = {
         {"reduce root out of range", kKindReduce, [](Params &p) { p.root = p.size; }},
-        {"reduce unknown algorithm", kKindReduce, [](Params &p) { p.algorithm = 3; }},
+        {"reduce unknown algorithm", kKindReduce, [](Params &p) { p.algorithm = 4; }},
         {"reduce no reduction", kKindReduce, [](Params &p) { p.reduce = nullptr; }},
         {"reduce element size 0", kKindReduce, [](Params &p) { p.elem_size = 0; }},
         {"reduce in place off the root", kKindReduce, [](Params &p) { p.sendbuf = nullptr; }},
@@ -617,8 +623,11 @@ void test_invalid_args(void **state)
     p.elem_size = 4;
     p.count = 100;
     assert_int_equal(reduce_choose(p), kReduceBinomial);
-    p.count = 1u << 20;
+    p.count = 1u << 20; /* 4 MiB: 64 chain segments of 64 KiB on 6 ranks */
+    assert_int_equal(reduce_choose(p), kReduceChain);
+    p.count = 75000; /* 300000 bytes, under 6 segments of 64 KiB */
     assert_int_equal(reduce_choose(p), kReduceRabenseifner);
+    p.count = 1u << 20;
     assert_int_equal(reduce_scatter_choose(p, 4096), kReduceScatterHalving);
     assert_int_equal(reduce_scatter_choose(p, 1u << 22), kReduceScatterRing);
     p.size = kRingMaxRanks + 1;
