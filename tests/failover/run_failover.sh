@@ -44,8 +44,8 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), --coll bcast|allgather|reduce|
-#   reduce_scatter_block|alltoall|alltoallv (fault, flap and cut: the loop
+#   that every rank staged them), --coll bcast|allgather|allgatherv|reduce|
+#   reduce_scatter_block|gather|scatter|alltoall|alltoallv|iallreduce (fault, flap and cut: the loop
 #   runs that collective instead of MPI_Allreduce, with the same checks;
 #   cut with --continue: allreduce, alltoall and alltoallv only),
 #   and the bounds named above.
@@ -126,6 +126,9 @@ case $coll in
   alltoallv) cmpi=MPI_Alltoallv ;;
   bcast) cmpi=MPI_Bcast ;;
   allgather) cmpi=MPI_Allgather ;;
+  allgatherv) cmpi=MPI_Allgatherv ;;
+  gather) cmpi=MPI_Gather ;;
+  scatter) cmpi=MPI_Scatter ;;
   reduce) cmpi=MPI_Reduce ;;
   reduce_scatter_block) cmpi=MPI_Reduce_scatter_block ;;
   iallreduce) cmpi=MPI_Iallreduce ;;
