@@ -71,11 +71,7 @@ dr_status_t allgather_bruck(Transport &t, const Params &p, Scratch &scratch, std
         memcpy(out + (size_t)r * bs, tmp, head);
         memcpy(out, tmp + head, (size_t)r * bs);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

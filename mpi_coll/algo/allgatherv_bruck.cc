@@ -83,11 +83,7 @@ dr_status_t allgatherv_bruck(Transport &t, const Params &p, Scratch &scratch, st
             memcpy(out + p.displs[b], tmp + rot[(size_t)i], p.counts[b]);
         }
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

@@ -96,11 +96,7 @@ dr_status_t alltoall_bruck(Transport &t, const Params &p, Scratch &scratch, std:
             memcpy(out + (size_t)bruck_a2a_final_block(r, n, i) * bs, tmp + (size_t)i * bs, bs);
         }
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

@@ -182,11 +182,7 @@ dr_status_t pairwise_run(Transport &t, const Params &p, const PairwiseLayout &in
         Pairwise pw(eng, p, l, w);
         st = pw.run();
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 dr_status_t alltoall_pairwise(Transport &t, const Params &p, int window, Scratch &scratch,

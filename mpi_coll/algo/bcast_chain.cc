@@ -31,9 +31,8 @@
  * written once, by its receive; it is forwarded only after that receive
  * completed, so no send reads memory a receive still writes. No scratch.
  */
-#include "algo/chain_math.hpp"
+#include "algo/chain.hpp"
 #include "algo/collectives.hpp"
-#include "algo/engine.hpp"
 #include "algo/tree_math.hpp"
 
 namespace dualrail {
@@ -60,8 +59,13 @@ dr_status_t bcast_chain(Transport &t, const Params &p, std::string *err)
     dr_status_t st = eng.init(2 * w, peers, npeers);
     /* The root holds every segment from the start; a leaf forwards none. */
     size_t posted = parent >= 0 ? 0 : nseg, received = posted;
-    size_t sent = child >= 0 ? 0 : nseg, sends_done = sent;
-    while (st == DR_OK && (received < nseg || sends_done < nseg)) {
+    ChainSends out{child >= 0 ? 0 : nseg, child >= 0 ? 0 : nseg, w, w, child};
+    auto seg = [&](size_t k, const void **b, size_t *len) {
+        const Span s = chain_segment(c, p.count, k);
+        *b = buf + s.offset;
+        *len = s.count;
+    };
+    while (st == DR_OK && (received < nseg || out.done < nseg)) {
         bool moved = false;
         for (; st == DR_OK && posted < nseg && posted < received + w; ++posted) {
             const Span s = chain_segment(c, p.count, posted);
@@ -77,20 +81,8 @@ dr_status_t bcast_chain(Transport &t, const Params &p, std::string *err)
             ++received;
             moved = true;
         }
-        for (; st == DR_OK && sent < received && sent < sends_done + w; ++sent) {
-            const Span s = chain_segment(c, p.count, sent);
-            st = eng.isend(w + sent % w, child, 0,
-                           eng.key(0, chain_key_block(sent), chain_key_seg(sent)), buf + s.offset,
-                           s.count);
-            moved = true;
-        }
-        while (st == DR_OK && sends_done < sent) {
-            if ((st = eng.test(w + sends_done % w)) == DR_INPROGRESS) {
-                st = DR_OK;
-                break;
-            }
-            ++sends_done;
-            moved = true;
+        if (st == DR_OK) {
+            st = out.advance(eng, received, seg, &moved);
         }
         if (st == DR_OK && !moved) {
             st = eng.stalled(received < nseg ? parent : child, 0);

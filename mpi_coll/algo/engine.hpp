@@ -149,6 +149,16 @@ class Engine {
 
     /* Leave: on success drop the abort receives; on error clean up and notify peers. */
     dr_status_t finish(dr_status_t st, std::string *err);
+    /* The same, for a schedule that sends from scratch: when a send left running may still
+     * read it (scratch_busy()), the scratch is abandoned rather than freed. */
+    dr_status_t finish(dr_status_t st, std::string *err, Scratch &scratch)
+    {
+        st = finish(st, err);
+        if (scratch_busy()) {
+            scratch.abandon();
+        }
+        return st;
+    }
 
     /* The scratch range, so finish() can tell whether an abandoned send still reads it. */
     void set_scratch(const void *buf, size_t len)

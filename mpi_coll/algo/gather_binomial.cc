@@ -108,11 +108,7 @@ dr_status_t gather_binomial(Transport &t, const Params &p, Scratch &scratch, std
             st = eng.wait((size_t)nch);
         }
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

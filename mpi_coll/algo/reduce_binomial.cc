@@ -105,11 +105,7 @@ dr_status_t reduce_binomial(Transport &t, const Params &p, Scratch &scratch, std
     for (int k = 0; k < nseg && st == DR_OK; ++k) {
         st = eng.wait(nrecv + (size_t)k);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

@@ -39,8 +39,7 @@
  */
 #include <cstring>
 
-#include "algo/chain_math.hpp"
-#include "algo/engine.hpp"
+#include "algo/chain.hpp"
 #include "algo/reductions.hpp"
 #include "algo/tree_math.hpp"
 
@@ -80,13 +79,18 @@ dr_status_t reduce_chain(Transport &t, const Params &p, Scratch &scratch, std::s
     }
     /* The last rank has all its (own) segments ready; the root sends none. */
     size_t posted = from >= 0 ? 0 : nseg, received = posted;
-    size_t sent = to >= 0 ? 0 : nseg, sends_done = sent;
-    while (st == DR_OK && (received < nseg || sends_done < nseg)) {
+    ChainSends out{to >= 0 ? 0 : nseg, to >= 0 ? 0 : nseg, w, w, to};
+    auto seg = [&](size_t k, const void **b, size_t *len) {
+        const Span s = chain_segment(c, p.count, k);
+        *b = from >= 0 ? slots + (k % w) * slot_bytes : in + s.offset * esz;
+        *len = s.count * esz;
+    };
+    while (st == DR_OK && (received < nseg || out.done < nseg)) {
         bool moved = false;
         /* slot posted % w is free once receive posted - w was added up and, on a middle
          * rank, its send completed */
         for (; st == DR_OK && posted < nseg && posted < received + w &&
-               (to < 0 || posted < sends_done + w);
+               (to < 0 || posted < out.done + w);
              ++posted) {
             const Span s = chain_segment(c, p.count, posted);
             st = eng.irecv(posted % w, from, 0,
@@ -112,31 +116,14 @@ dr_status_t reduce_chain(Transport &t, const Params &p, Scratch &scratch, std::s
             ++received;
             moved = true;
         }
-        for (; st == DR_OK && sent < received && sent < sends_done + w; ++sent) {
-            const Span s = chain_segment(c, p.count, sent);
-            const char *src = from >= 0 ? slots + (sent % w) * slot_bytes : in + s.offset * esz;
-            st = eng.isend(w + sent % w, to, 0,
-                           eng.key(0, chain_key_block(sent), chain_key_seg(sent)), src,
-                           s.count * esz);
-            moved = true;
-        }
-        while (st == DR_OK && sends_done < sent) {
-            if ((st = eng.test(w + sends_done % w)) == DR_INPROGRESS) {
-                st = DR_OK;
-                break;
-            }
-            ++sends_done;
-            moved = true;
+        if (st == DR_OK) {
+            st = out.advance(eng, received, seg, &moved);
         }
         if (st == DR_OK && !moved) {
             st = eng.stalled(received < nseg ? from : to, 0);
         }
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

@@ -122,11 +122,7 @@ dr_status_t reduce_rabenseifner(Transport &t, const Params &p, Scratch &scratch,
     for (size_t s = rs_slots; s < slot && st == DR_OK; ++s) {
         st = eng.wait(s);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

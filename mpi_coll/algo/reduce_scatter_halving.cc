@@ -130,11 +130,7 @@ dr_status_t reduce_scatter_halving(Transport &t, const Params &p, const Blocks &
     if (st == DR_OK && own.count != 0) {
         memcpy(dst, work + own.offset * esz, own.count * esz);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

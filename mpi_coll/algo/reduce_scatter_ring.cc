@@ -200,11 +200,7 @@ dr_status_t reduce_scatter_ring(Transport &t, const Params &p, const Blocks &b, 
     if (st == DR_OK && alias && own.count != 0) {
         memmove(dst, work + own.offset * esz, own.count * esz);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

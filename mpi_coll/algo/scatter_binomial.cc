@@ -105,11 +105,7 @@ dr_status_t scatter_binomial(Transport &t, const Params &p, Scratch &scratch, st
     for (int i = 0; i < nch && st == DR_OK; ++i) {
         st = eng.wait(1 + (size_t)i);
     }
-    st = eng.finish(st, err);
-    if (eng.scratch_busy()) {
-        scratch.abandon();
-    }
-    return st;
+    return eng.finish(st, err, scratch);
 }
 
 } // namespace coll

@@ -60,7 +60,40 @@ const char *class_name(int cls)
 }
 
 /*
- * One validated bcast or allgather (iteration k, count ints of buffer): sets
+ * The verdict of one call: other_status, and the line the driver reads (an MPI error with its
+ * class, or a wrong result with its first wrong element). a2a_msg keeps the error string;
+ * quiet: no error line (carrying on after an error: the driver counts the calls).
+ */
+static void verdict(int rc, unsigned k, size_t bytes, int in_place, double t0, double c0, double c1,
+                    size_t wrong, size_t first, int got, int want, size_t src_changed, int quiet)
+{
+    other_status = ST_OK;
+    a2a_msg[0] = '\0';
+    if (rc != MPI_SUCCESS) {
+        int len = 0, cls = 0;
+        MPI_Error_class(rc, &cls);
+        MPI_Error_string(rc, a2a_msg, &len);
+        other_status = ST_MPI_ERROR;
+        if (!quiet) {
+            printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
+                   "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
+                   rank, coll_mpi, k, bytes, c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
+                   a2a_msg);
+        }
+    } else if (wrong != 0 || src_changed != 0) {
+        printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
+               "loop: %zu elements wrong, first [%zu] = %d, expected %d; send buffer elements "
+               "changed: %zu\n",
+               rank, coll_mpi, k, bytes, in_place ? ", in place" : "", c1 - t0, wrong, first, got,
+               want, src_changed);
+        other_status = ST_WRONG;
+    }
+    fflush(stdout);
+}
+
+/*
+ * One validated bcast, allgather(v), reduce, reduce_scatter_block, gather or scatter
+ * (iteration k, count ints of buffer): sets
  * other_status, prints what went wrong. Returns the ints moved per rank.
  */
 int other_status;
@@ -228,26 +261,8 @@ size_t other_call(unsigned k, size_t count, int *in, int *out, double t0, double
             src_changed += in[i] != val_a(i, k) + rank * val_b(i, k);
         }
     }
-    other_status = ST_OK;
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0, cls = 0;
-        MPI_Error_class(rc, &cls);
-        MPI_Error_string(rc, msg, &len);
-        printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
-               "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
-               rank, coll_mpi, k, per * sizeof(int), *c1 - *c0, *c1 - t0, *c1, cls, class_name(cls),
-               rc, msg);
-        other_status = ST_MPI_ERROR;
-    } else if (wrong != 0 || src_changed != 0) {
-        printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
-               "loop: %zu elements wrong, first [%zu] = %d, expected %d; send buffer elements "
-               "changed: %zu\n",
-               rank, coll_mpi, k, per * sizeof(int), in_place ? ", in place" : "", *c1 - t0, wrong,
-               first, out[first], want_first, src_changed);
-        other_status = ST_WRONG;
-    }
-    fflush(stdout);
+    verdict(rc, k, per * sizeof(int), in_place, t0, *c0, *c1, wrong, first, out[first], want_first,
+            src_changed, 0);
     return per;
 }
 
@@ -326,30 +341,7 @@ size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, double *
             src_changed += in[sd[q] + j] != val_a2a((size_t)j, k, rank, q);
         }
     }
-    other_status = ST_OK;
-    a2a_msg[0] = '\0';
-    if (rcode != MPI_SUCCESS) {
-        char *msg = a2a_msg;
-        int len = 0, cls = 0;
-        MPI_Error_class(rcode, &cls);
-        MPI_Error_string(rcode, msg, &len);
-        other_status = ST_MPI_ERROR;
-        if (a2a_quiet) {
-            return ro;
-        }
-        printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
-               "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
-               rank, coll_mpi, k, ro * sizeof(int), *c1 - *c0, *c1 - t0, *c1, cls, class_name(cls),
-               rcode, msg);
-        other_status = ST_MPI_ERROR;
-    } else if (wrong != 0 || src_changed != 0) {
-        printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
-               "loop: %zu elements wrong, first [%zu] = %d, expected %d; send buffer elements "
-               "changed: %zu\n",
-               rank, coll_mpi, k, ro * sizeof(int), in_place ? ", in place" : "", *c1 - t0, wrong,
-               first, out[first], want_first, src_changed);
-        other_status = ST_WRONG;
-    }
-    fflush(stdout);
+    verdict(rcode, k, ro * sizeof(int), in_place, t0, *c0, *c1, wrong, first, out[first],
+            want_first, src_changed, a2a_quiet);
     return ro;
 }
