@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "algo/allreduce.hpp"
+#include "algo/alltoall.hpp"
 #include "algo/collectives.hpp"
+#include "algo/reductions.hpp"
 #include "algo/task.hpp"
 #include "mr_transport.hpp"
 
@@ -46,6 +48,7 @@ struct Task {
     dr_mr_t *mr = nullptr;
     const uint32_t *ids = nullptr; /* ucx_mr process id of each comm rank */
     Params p;
+    int window = 0; /* alltoall: pairwise steps in flight (Params has no field for it) */
     dr_status_t st = DR_OK;
     std::string err;
     Scratch scratch; /* the task's own, kept up to kKeepScratch with the pooled task */
@@ -103,6 +106,10 @@ void task_main(void *arg)
                               return barrier(tr, q, why);
                           case kKindAllgather:
                               return allgather(tr, q, &t->scratch, why);
+                          case kKindReduceScatterBlock:
+                              return reduce_scatter_block(tr, q, &t->scratch, why);
+                          case kKindAlltoall:
+                              return alltoall(tr, q, t->window, &t->scratch, why);
                           default:
                               return reject(why, q.kind, "no non-blocking form");
                           }
@@ -205,7 +212,7 @@ int progress_once()
     return n;
 }
 
-dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, const uint32_t *ids,
+dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, const uint32_t *ids,
                   dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
 {
     Queue *q = reinterpret_cast<Queue *>(qc);
@@ -233,6 +240,7 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, const uint32_
         }
         t->mr = mr;
         t->p = p;
+        t->window = window;
         t->ids = ids;
         t->p.idle = nullptr;
         t->p.idle_arg = nullptr;
@@ -299,17 +307,29 @@ extern "C" dr_status_t dr_iallreduce(dr_mr_t *mr, dr_nb_queue_t *q, const dr_all
         set_err(err, errlen, "iallreduce: no arguments");
         return DR_ERR_INVALID;
     }
-    return start(mr, q, to_params(a), a->peer_ids, done, done_arg, err, errlen);
+    return start(mr, q, to_params(a), 0, a->peer_ids, done, done_arg, err, errlen);
 }
 
 extern "C" dr_status_t dr_icoll(dr_mr_t *mr, dr_nb_queue_t *q, int kind, const dr_coll_args_t *a,
                                 dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
 {
-    if (a == nullptr || (kind != kKindBcast && kind != kKindBarrier && kind != kKindAllgather)) {
+    if (a == nullptr || (kind != kKindBcast && kind != kKindBarrier && kind != kKindAllgather &&
+                         kind != kKindReduceScatterBlock)) {
         set_err(err, errlen, "non-blocking collective: no arguments or no such kind");
         return DR_ERR_INVALID;
     }
-    return start(mr, q, to_params(a, kind), a->peer_ids, done, done_arg, err, errlen);
+    return start(mr, q, to_params(a, kind), 0, a->peer_ids, done, done_arg, err, errlen);
+}
+
+extern "C" dr_status_t dr_ialltoall(dr_mr_t *mr, dr_nb_queue_t *q, const dr_alltoall_args_t *a,
+                                    dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+    if (a == nullptr) {
+        set_err(err, errlen, "ialltoall: no arguments");
+        return DR_ERR_INVALID;
+    }
+    return start(mr, q, to_params(a, kKindAlltoall), a->window, a->c.peer_ids, done, done_arg, err,
+                 errlen);
 }
 
 extern "C" int dr_nb_progress(void)
