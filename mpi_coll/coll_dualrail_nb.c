@@ -1,6 +1,7 @@
 /*
  * coll/dualrail non-blocking collectives: MPI_Iallreduce, MPI_Ibcast,
- * MPI_Iallgather, MPI_Ibarrier. Each call is checked as its blocking form
+ * MPI_Iallgather, MPI_Ibarrier, MPI_Ireduce_scatter_block, MPI_Ialltoall
+ * (MPI_IN_PLACE where the blocking form takes it). Each call is checked as its blocking form
  * (the same fallbacks, to the previous module's non-blocking entry, before
  * any data moves; device buffers go there too), then started as a task of
  * the algorithm layer (dr_coll_nb.h) that runs the blocking schedule and
@@ -44,13 +45,11 @@ typedef struct mca_coll_dualrail_request_t {
     ompi_request_t super;
     struct ompi_communicator_t *comm;
     const char *what;                    /* "MPI_Iallreduce": how a failure names it */
-    mca_coll_dualrail_reduce_ctx_t rctx; /* the allreduce's op and datatype */
+    mca_coll_dualrail_reduce_ctx_t rctx; /* the reduction's op and datatype (iallreduce,
+                                          * ireduce_scatter_block): read until completion */
 } mca_coll_dualrail_request_t;
 
 OBJ_CLASS_INSTANCE(mca_coll_dualrail_request_t, ompi_request_t, NULL, NULL);
-
-static const char *const nb_names[DR_KIND_COUNT] = {"iallreduce", "ibcast", "ibarrier",
-                                                    "iallgather"};
 
 void mca_coll_dualrail_nb_open(void)
 {
@@ -150,25 +149,36 @@ void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m)
     m->previous_ibarrier_module = NULL;
     m->previous_iallgather = NULL;
     m->previous_iallgather_module = NULL;
+    m->previous_ireduce_scatter_block = NULL;
+    m->previous_ireduce_scatter_block_module = NULL;
+    m->previous_ialltoall = NULL;
+    m->previous_ialltoall_module = NULL;
 }
 
 void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m)
 {
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     for (int k = 0; k < DR_KIND_COUNT; ++k) {
         if (m->nb_calls[k] != 0) {
-            DUALRAIL_VERBOSE(
-                1,
-                "coll/dualrail: rank %d: communicator %s (cid %u): %llu %s "
-                "call(s), %llu handed to the previous module",
-                mca_coll_dualrail_component.world_rank, m->comm ? m->comm->c_name : "?", m->comm_id,
-                (unsigned long long)m->nb_calls[k], k < 4 && nb_names[k] ? nb_names[k] : "?",
-                (unsigned long long)m->nb_fallbacks[k]);
+            DUALRAIL_VERBOSE(1,
+                             "coll/dualrail: rank %d: communicator %s (cid %u): %llu i%s "
+                             "call(s), %llu handed to the previous module",
+                             cm->world_rank, m->comm ? m->comm->c_name : "?", m->comm_id,
+                             (unsigned long long)m->nb_calls[k], mca_coll_dualrail_kind_name(k),
+                             (unsigned long long)m->nb_fallbacks[k]);
         }
+        /* the statistics table at finalize sums every communicator's, as the blocking ones */
+        cm->nb_kind_calls[k] += m->nb_calls[k];
+        cm->nb_kind_fallbacks[k] += m->nb_fallbacks[k];
     }
     /* Every request retains the communicator: none can be outstanding here. */
     dr_nb_queue_free(m->nb_queue);
-    mca_coll_base_module_t *prev[] = {m->previous_iallreduce_module, m->previous_ibcast_module,
-                                      m->previous_ibarrier_module, m->previous_iallgather_module};
+    mca_coll_base_module_t *prev[] = {m->previous_iallreduce_module,
+                                      m->previous_ibcast_module,
+                                      m->previous_ibarrier_module,
+                                      m->previous_iallgather_module,
+                                      m->previous_ireduce_scatter_block_module,
+                                      m->previous_ialltoall_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -186,6 +196,9 @@ void mca_coll_dualrail_nb_query(mca_coll_dualrail_module_t *m)
     m->super.coll_ibcast = nb && cm->bcast_enable ? mca_coll_dualrail_ibcast : NULL;
     m->super.coll_ibarrier = nb && cm->barrier_enable ? mca_coll_dualrail_ibarrier : NULL;
     m->super.coll_iallgather = nb && cm->allgather_enable ? mca_coll_dualrail_iallgather : NULL;
+    m->super.coll_ireduce_scatter_block =
+        nb && cm->reduce_scatter_block_enable ? mca_coll_dualrail_ireduce_scatter_block : NULL;
+    m->super.coll_ialltoall = nb && cm->alltoall_enable ? mca_coll_dualrail_ialltoall : NULL;
 }
 
 int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm)
@@ -208,6 +221,8 @@ int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_commu
     DUALRAIL_NB_SAVE(ibcast);
     DUALRAIL_NB_SAVE(ibarrier);
     DUALRAIL_NB_SAVE(iallgather);
+    DUALRAIL_NB_SAVE(ireduce_scatter_block);
+    DUALRAIL_NB_SAVE(ialltoall);
 #undef DUALRAIL_NB_SAVE
     return OMPI_SUCCESS;
 }
@@ -477,17 +492,12 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     const int inplace = sbuf == MPI_IN_PLACE;
-    size_t bytes = 0, sbytes = 0;
+    size_t bytes = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
     ++m->nb_calls[DR_KIND_ALLGATHER];
-    if (!m->active || rcount < 0 ||
-        !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, &bytes)) {
-        goto fallback;
-    }
-    if (!inplace &&
-        (scount < 0 || !mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) ||
-         sbytes != bytes)) {
+    if (!m->active ||
+        !mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, &bytes)) {
         goto fallback;
     }
     int rc = unavailable(m, comm, bytes != 0, inplace ? NULL : sbuf, rbuf, "MPI_Iallgather", &req);
@@ -551,4 +561,100 @@ fallback:
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s handed to the previous module",
                      cm->world_rank, comm->c_name);
     return m->previous_ibarrier(comm, request, m->previous_ibarrier_module);
+}
+
+/*
+ * MPI_Ireduce_scatter_block: the blocking form's checks and arguments (MPI_IN_PLACE: the
+ * input in rbuf, this rank's block of the result at its start), as a task of the
+ * reduce-scatter schedule (recursive halving or the pipelined ring).
+ */
+int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                            struct ompi_communicator_t *comm,
+                                            ompi_request_t **request,
+                                            mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    const int inplace = sbuf == MPI_IN_PLACE;
+    size_t elem = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_REDUCE_SCATTER_BLOCK];
+    if (!m->active || rcount < 0 || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, rcount != 0, inplace ? NULL : sbuf, rbuf,
+                         "MPI_Ireduce_scatter_block", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    dr_coll_args_t a;
+    mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
+    mca_coll_dualrail_reduce_scatter_block_args(m, comm, sbuf, rbuf, rcount, elem, op, dtype,
+                                                &req->rctx, &a, &unused);
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: ireduce_scatter_block on %s: %d x %s, %s%s, "
+                     "algorithm %d",
+                     cm->world_rank, comm->c_name, rcount, dtype->name, op->o_name,
+                     inplace ? " in place" : "", dr_reduce_scatter_block_choose(&a));
+    char err[256];
+    const dr_status_t st = dr_icoll(cm->mr, m->nb_queue, DR_KIND_REDUCE_SCATTER_BLOCK, &a,
+                                    request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_REDUCE_SCATTER_BLOCK];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: ireduce_scatter_block on %s (%s, %s) handed to the "
+                     "previous module",
+                     cm->world_rank, comm->c_name, dtype->name, op->o_name);
+    return m->previous_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, request,
+                                             m->previous_ireduce_scatter_block_module);
+}
+
+/*
+ * MPI_Ialltoall: the blocking form's checks and arguments (MPI_IN_PLACE: sendcount and
+ * sendtype ignored, the blocks taken from rbuf and replaced there), as a task of the
+ * alltoall schedule (pairwise with a window, or Bruck for small blocks).
+ */
+int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, ompi_request_t **request,
+                                mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    const int inplace = sbuf == MPI_IN_PLACE;
+    size_t bytes = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    ++m->nb_calls[DR_KIND_ALLTOALL];
+    if (!m->active ||
+        !mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, &bytes)) {
+        goto fallback;
+    }
+    int rc = unavailable(m, comm, bytes != 0, inplace ? NULL : sbuf, rbuf, "MPI_Ialltoall", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    dr_alltoall_args_t a;
+    mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
+    mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &unused);
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ialltoall on %s: %d x %s%s, algorithm %d",
+                     cm->world_rank, comm->c_name, rcount, rdtype->name, inplace ? " in place" : "",
+                     dr_alltoall_choose(&a));
+    char err[256];
+    const dr_status_t st =
+        dr_ialltoall(cm->mr, m->nb_queue, &a, request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+
+fallback:
+    ++m->nb_fallbacks[DR_KIND_ALLTOALL];
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: ialltoall on %s (%d x %s) handed to the previous "
+                     "module",
+                     cm->world_rank, comm->c_name, rcount, rdtype->name);
+    return m->previous_ialltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                 m->previous_ialltoall_module);
 }
