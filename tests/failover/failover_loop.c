@@ -23,7 +23,9 @@
  * checked there, in place at the root in odd iterations; MPI_Reduce_scatter_block
  * of count/n elements per rank, odd iterations in place.
  * --coll iallreduce runs the allreduce as MPI_Iallreduce + MPI_Wait (issue 15):
- * the same checks, an error comes from MPI_Wait (the request's status).
+ * the same checks, an error comes from MPI_Wait (the request's status);
+ * --coll ialltoall and --coll ireduce_scatter_block the same for the alltoall
+ * and reduce_scatter_block loops (MPI_Ialltoall, MPI_Ireduce_scatter_block).
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -36,7 +38,7 @@
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
  *                 [--coll allreduce|iallreduce|bcast|allgather|alltoall|alltoallv|
- *                  reduce|reduce_scatter_block]
+ *                  reduce|reduce_scatter_block|ialltoall|ireduce_scatter_block]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -186,8 +188,15 @@ enum {
 };
 static int coll = COLL_ALLREDUCE;
 static const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
-/* --coll iallreduce: the allreduce as MPI_Iallreduce + MPI_Wait (issue 15). */
+/* --coll iallreduce, ialltoall, ireduce_scatter_block: the call as its non-blocking form +
+ * MPI_Wait (issue 15). */
 static int nonblocking = 0;
+
+/* A non-blocking call's outcome: its start's error, or its request's through MPI_Wait. */
+static int waited(int rc, MPI_Request *req)
+{
+    return rc == MPI_SUCCESS ? MPI_Wait(req, MPI_STATUS_IGNORE) : rc;
+}
 
 /* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
  * header: never a collective). */
@@ -199,8 +208,8 @@ static int allreduce_call(const void *send, void *recv, size_t count)
         return MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     }
     MPI_Request req;
-    int rc = MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
-    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+    return waited(MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req),
+                  &req);
 }
 
 static void p2p_allgather_ints(const int *mine, int n, int *all)
@@ -251,10 +260,17 @@ static size_t other_call(unsigned k, size_t count, int *in, int *out, double t0,
             memset(out, 0xa5, total * sizeof(int));
         }
         *c0 = epoch_now();
-        rc = rsb ? MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in, out, (int)per, MPI_INT,
-                                            MPI_SUM, MPI_COMM_WORLD)
-                 : MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_INT, MPI_SUM,
-                              root, MPI_COMM_WORLD);
+        const void *send = in_place ? MPI_IN_PLACE : in;
+        MPI_Request req;
+        if (rsb && nonblocking) {
+            rc = waited(MPI_Ireduce_scatter_block(send, out, (int)per, MPI_INT, MPI_SUM,
+                                                  MPI_COMM_WORLD, &req),
+                        &req);
+        } else if (rsb) {
+            rc = MPI_Reduce_scatter_block(send, out, (int)per, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        } else {
+            rc = MPI_Reduce(send, out, (int)count, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+        }
         *c1 = epoch_now();
         const size_t check = rsb || rank == root ? per : 0;
         for (size_t i = 0; rc == MPI_SUCCESS && i < check; ++i) {
@@ -380,6 +396,11 @@ static size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, d
     if (v) {
         rcode = MPI_Alltoallv(in_place ? MPI_IN_PLACE : in, sc, sd, MPI_INT, out, rc, rd, MPI_INT,
                               MPI_COMM_WORLD);
+    } else if (nonblocking) {
+        MPI_Request req;
+        rcode = waited(MPI_Ialltoall(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out,
+                                     (int)per, MPI_INT, MPI_COMM_WORLD, &req),
+                       &req);
     } else {
         rcode = MPI_Alltoall(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out, (int)per,
                              MPI_INT, MPI_COMM_WORLD);
@@ -436,7 +457,7 @@ static void usage(void)
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
                 "[--after-error N] [--timeline] [--device] "
                 "[--coll allreduce|iallreduce|bcast|allgather|alltoall|alltoallv|"
-                "reduce|reduce_scatter_block]\n");
+                "reduce|reduce_scatter_block|ialltoall|ireduce_scatter_block]\n");
     }
 }
 
@@ -575,6 +596,12 @@ int main(int argc, char **argv)
                 coll_mpi = "MPI_Reduce_scatter_block";
             } else if (strcmp(v, "iallreduce") == 0) {
                 nonblocking = 1, coll_name = "iallreduce", coll_mpi = "MPI_Iallreduce";
+            } else if (strcmp(v, "ialltoall") == 0) {
+                coll = COLL_ALLTOALL, nonblocking = 1, coll_name = "ialltoall",
+                coll_mpi = "MPI_Ialltoall";
+            } else if (strcmp(v, "ireduce_scatter_block") == 0) {
+                coll = COLL_REDUCE_SCATTER_BLOCK, nonblocking = 1,
+                coll_name = "ireduce_scatter_block", coll_mpi = "MPI_Ireduce_scatter_block";
             } else if (strcmp(v, "allreduce") != 0) {
                 bad = 1;
             }
