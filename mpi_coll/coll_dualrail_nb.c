@@ -335,12 +335,11 @@ static void request_put(mca_coll_dualrail_request_t *req)
  * Every call's start: counted; then, when taken is false (the blocking form's verdict on the
  * arguments, which MPI makes the same on every rank), OMPI_SUCCESS with *req NULL: the caller
  * hands the call to the previous module (handed). Otherwise what a taken call still needs:
- * its communicator's queue
- * (created at the first call: MPI forbids concurrent collectives on one communicator),
- * host buffers, and a request. These are this rank's facts only, so none of them may
- * send the call to the previous module (the other ranks would run dualrail and wait for
- * this one): a missing one fails the call with an MPI error instead. Device buffers are
- * not taken by the non-blocking collectives (yet), and the previous module would read
+ * its communicator's queue (created at the first call: MPI forbids concurrent collectives on
+ * one communicator), host buffers, and a request. These are this rank's facts only, so none
+ * of them may send the call to the previous module (the other ranks would run dualrail and
+ * wait for this one): a missing one fails the call with an MPI error instead. Device buffers
+ * are not taken by the non-blocking collectives (yet), and the previous module would read
  * them as host memory and crash (Debian's Open MPI has no CUDA support).
  */
 static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,

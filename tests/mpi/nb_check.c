@@ -78,7 +78,7 @@ static int64_t pair_value(int round, int i, int s, int d, size_t k)
 enum { K_ALLREDUCE, K_BCAST, K_ALLGATHER, K_BARRIER, K_RSB, K_ALLTOALL, K_KINDS };
 
 typedef struct {
-    int kind; /* K_* */
+    int kind;     /* K_* */
     size_t count; /* per rank: the block of allgather, reduce_scatter_block, alltoall */
     int root;
     int inplace; /* K_RSB, K_ALLTOALL: MPI_IN_PLACE */
@@ -352,9 +352,9 @@ int main(int argc, char **argv)
             ops[i].root = (int)(draw() % (uint64_t)size);
             ops[i].inplace = (int)(draw() % 2);
             /* the per-rank block kinds: n blocks must fit the buffers' MAXC per rank */
-            while ((ops[i].kind == K_ALLGATHER || ops[i].kind == K_RSB ||
-                    ops[i].kind == K_ALLTOALL) &&
-                   ops[i].count * (size_t)size > MAXC) {
+            const int per_rank =
+                ops[i].kind == K_ALLGATHER || ops[i].kind == K_RSB || ops[i].kind == K_ALLTOALL;
+            while (per_rank && ops[i].count * (size_t)size > MAXC) {
                 ops[i].count /= 4;
             }
             start(&ops[i], round, i, comm, &req[i]);
