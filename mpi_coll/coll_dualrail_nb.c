@@ -397,8 +397,8 @@ static void handed(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *co
                      "coll/dualrail: rank %d: i%s on %s (%d x %s%s%s) handed to the previous "
                      "module",
                      mca_coll_dualrail_component.world_rank, mca_coll_dualrail_kind_name(kind),
-                     comm->c_name, count, dtype->name, op != NULL ? ", " : "",
-                     op != NULL ? op->o_name : "");
+                     comm->c_name, count, dtype->name[0] != '\0' ? dtype->name : "unnamed type",
+                     op != NULL ? ", " : "", op != NULL ? op->o_name : "");
 }
 
 /*
