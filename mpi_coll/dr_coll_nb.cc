@@ -9,8 +9,8 @@
  *   progress  each queue's head task resumed once: it tests its requests,
  *             does what is ready, yields at its next wait; a finished head is
  *             replaced by the next of its queue, started in the same turn
- *   done      after the scheduler's lock is released: done(arg, st, err),
- *             then the task and its stack go back to their pools
+ *   done      its stack back to the pool as it finishes; after the scheduler's
+ *             lock is released: done(arg, st, err), then the task to its pool
  *
  * The scheduler's lock is held while tasks run, which is while they compute:
  * every wait yields. A thread that finds it taken returns at once (the holder
@@ -154,6 +154,12 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
             if (!over) {
                 break;
             }
+            /* A finished task's stack is free at once (it is never resumed again), for the
+             * next head of this queue in this very turn: otherwise every task a turn finishes
+             * holds one until finish(), and a turn that runs through a backlog of quick
+             * collectives maps a stack for each. */
+            s.stacks.put(t->co.stack());
+            t->co.init(nullptr, task_main, t);
             q->head = t->next;
             if (q->head == nullptr) {
                 q->tail = nullptr;
@@ -172,7 +178,8 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
     return completed;
 }
 
-/* Outside the lock: report, then give the tasks and stacks back. */
+/* Outside the lock: report, then give the tasks back (their stacks went back as they
+ * finished). */
 void finish(Scheduler &s, std::vector<Task *> &done)
 {
     for (Task *t : done) {
@@ -180,8 +187,6 @@ void finish(Scheduler &s, std::vector<Task *> &done)
     }
     std::lock_guard<std::mutex> lk(s.mu);
     for (Task *t : done) {
-        s.stacks.put(t->co.stack());
-        t->co.init(nullptr, task_main, t);
         t->next = nullptr;
         t->queue = nullptr;
         s.free_tasks.push_back(t); /* capacity reserved when the task was made */

@@ -11,7 +11,11 @@
  *     odd ops) and ialltoall (Bruck and pairwise, in place on odd ops)
  *     interleaved; every result exact; done callbacks in start order per
  *     communicator on every rank;
- *   - steady state: a second round of the same maps no new task stack;
+ *   - stacks follow the communicators, not the backlog: over two rounds of
+ *     42 collectives on 8 queues (4 ranks x 2 communicators) at most 8 task
+ *     stacks are ever mapped, one per queue's running task (a finished task's
+ *     stack serves the next one at once; before, every task a progress turn
+ *     finished kept its own until the turn ended: 13 or 14 here);
  *   - errors through the completion: a rank that never joins makes the
  *     others' collective complete with DR_ERR_TIMEOUT (their timeout), bad
  *     arguments complete with DR_ERR_INVALID; nothing hangs (bounded loops).
@@ -286,11 +290,10 @@ void test_many_outstanding()
     }
     uint32_t seq[2 * kOpKinds] = {};
     round_of(ops, seq);
-    const unsigned long mapped = dr_nb_stacks_mapped();
-    CHECK(mapped >= 1 && mapped <= 2 * kRanks * 2, "%lu stacks mapped for the first round", mapped);
     round_of(ops, seq); /* the same again: pooled stacks only */
-    CHECK(dr_nb_stacks_mapped() == mapped, "the second round mapped %lu more stacks",
-          dr_nb_stacks_mapped() - mapped);
+    const unsigned long mapped = dr_nb_stacks_mapped();
+    CHECK(mapped >= 1 && mapped <= kRanks * 2, "%lu stacks mapped for %d queues", mapped,
+          kRanks * 2);
     std::printf("many outstanding: %zu ops x %d ranks x 2 rounds, %lu stacks mapped\n", ops.size(),
                 kRanks, mapped);
 }
