@@ -35,6 +35,7 @@
 #include "opal/class/opal_object.h"
 
 #include "compat/coll_dualrail_compat.h"
+#include "dr_alltoall.h"
 #include "dr_coll.h"
 #include "dualrail/key.h"
 #include "dualrail/ucx_mr.h"
@@ -83,6 +84,8 @@ typedef struct mca_coll_dualrail_component_t {
     size_t alltoall_small_max_bytes;
     unsigned alltoall_window;     /* pairwise steps in flight (alltoall and alltoallv) */
     uint64_t kind_calls[DR_KIND_COUNT], kind_fallbacks[DR_KIND_COUNT]; /* freed modules' sums */
+    /* the same sums for the non-blocking forms (MPI_Ialltoall counts as DR_KIND_ALLTOALL) */
+    uint64_t nb_kind_calls[DR_KIND_COUNT], nb_kind_fallbacks[DR_KIND_COUNT];
     /* reduce, reduce_scatter_block, reduce_scatter: switches, algorithms, thresholds */
     int reduce_enable;
     int reduce_scatter_block_enable;
@@ -179,6 +182,10 @@ typedef struct mca_coll_dualrail_module_t {
     mca_coll_base_module_t *previous_ibarrier_module;
     mca_coll_base_module_iallgather_fn_t previous_iallgather;
     mca_coll_base_module_t *previous_iallgather_module;
+    mca_coll_base_module_ireduce_scatter_block_fn_t previous_ireduce_scatter_block;
+    mca_coll_base_module_t *previous_ireduce_scatter_block_module;
+    mca_coll_base_module_ialltoall_fn_t previous_ialltoall;
+    mca_coll_base_module_t *previous_ialltoall_module;
 } mca_coll_dualrail_module_t;
 
 OMPI_DECLSPEC extern mca_coll_dualrail_component_t mca_coll_dualrail_component;
@@ -252,11 +259,19 @@ typedef struct mca_coll_dualrail_idle {
 } mca_coll_dualrail_idle_t;
 /* The algorithms' wait callback (dr_coll.h idle): spin, yield, then sleep on the planes. */
 void mca_coll_dualrail_idle(void *arg);
+/* "allreduce", "alltoall"...: a DR_KIND_*'s name in messages and the statistics table. */
+const char *mca_coll_dualrail_kind_name(int kind);
 /* The MPI error class an application sees for a status. */
 int mca_coll_dualrail_mpi_error(dr_status_t st);
 /* Bytes of count elements of a predefined datatype without holes; false for anything
  * else (derived, non-contiguous), which goes to the previous module. */
 bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, size_t *bytes);
+/* The block of a call that sends scount x sdtype to, and receives rcount x rdtype from, each
+ * rank (allgather, alltoall and their non-blocking forms), in bytes; false (the previous
+ * module serves the call) for a negative count, a type dtype_bytes refuses, or send and
+ * receive blocks of different sizes. sbuf MPI_IN_PLACE: the send side is not looked at. */
+bool mca_coll_dualrail_block_bytes(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                   int rcount, struct ompi_datatype_t *rdtype, size_t *bytes);
 /* The arguments every data-movement call shares, taking the kind's next sequence number. */
 void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm,
                                  int kind, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state);
@@ -284,6 +299,19 @@ typedef struct mca_coll_dualrail_reduce_ctx_t {
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype);
 
+/* The arguments of a reduce_scatter_block (rcount elements of elem bytes per rank) and of an
+ * alltoall (blocks of bytes), taking the kind's next sequence number; the blocking calls and
+ * their non-blocking forms share them. rctx: where the reduction's op and type are kept (it
+ * must live until the collective is over). */
+void mca_coll_dualrail_reduce_scatter_block_args(
+    mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, const void *sbuf, void *rbuf,
+    int rcount, size_t elem, struct ompi_op_t *op, struct ompi_datatype_t *dtype,
+    mca_coll_dualrail_reduce_ctx_t *rctx, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state);
+void mca_coll_dualrail_alltoall_args(mca_coll_dualrail_module_t *m,
+                                     struct ompi_communicator_t *comm, const void *sbuf, void *rbuf,
+                                     size_t bytes, dr_alltoall_args_t *a,
+                                     mca_coll_dualrail_idle_t *idle_state);
+
 /* coll_dualrail_nb.c: non-blocking collectives, tasks advanced from opal_progress. */
 int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -298,6 +326,15 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
                                  mca_coll_base_module_t *module);
 int mca_coll_dualrail_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
                                mca_coll_base_module_t *module);
+int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                            struct ompi_communicator_t *comm,
+                                            ompi_request_t **request,
+                                            mca_coll_base_module_t *module);
+int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, ompi_request_t **request,
+                                mca_coll_base_module_t *module);
 void mca_coll_dualrail_nb_open(void);
 void mca_coll_dualrail_nb_close(void);
 void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m);

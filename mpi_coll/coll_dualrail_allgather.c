@@ -28,14 +28,11 @@ int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_dataty
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     const int inplace = sbuf == MPI_IN_PLACE;
-    size_t bytes = 0, sbytes = 0;
+    size_t bytes = 0;
 
     ++m->calls[DR_KIND_ALLGATHER];
-    if (!m->active || rcount < 0 || !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, &bytes)) {
-        goto fallback;
-    }
-    if (!inplace && (scount < 0 || !mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) ||
-                     sbytes != bytes)) {
+    if (!m->active ||
+        !mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, &bytes)) {
         goto fallback;
     }
     const bool dev_s = !inplace && bytes != 0 &&

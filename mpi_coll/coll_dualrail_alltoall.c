@@ -21,6 +21,22 @@
 #include "dr_alltoall.h"
 #include "dr_coll_gpu.h"
 
+void mca_coll_dualrail_alltoall_args(mca_coll_dualrail_module_t *m,
+                                     struct ompi_communicator_t *comm, const void *sbuf, void *rbuf,
+                                     size_t bytes, dr_alltoall_args_t *a,
+                                     mca_coll_dualrail_idle_t *idle_state)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    memset(a, 0, sizeof(*a));
+    mca_coll_dualrail_args_init(m, comm, DR_KIND_ALLTOALL, &a->c, idle_state);
+    a->c.sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+    a->c.recvbuf = rbuf;
+    a->c.bytes = bytes;
+    a->c.algorithm = cm->alltoall_algorithm;
+    a->c.small_max_bytes = cm->alltoall_small_max_bytes;
+    a->window = (int)cm->alltoall_window;
+}
+
 int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -28,16 +44,11 @@ int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatyp
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     const int inplace = sbuf == MPI_IN_PLACE;
-    size_t bytes = 0, sbytes = 0;
+    size_t bytes = 0;
 
     ++m->calls[DR_KIND_ALLTOALL];
-    if (!m->active || rcount < 0 ||
-        !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, &bytes)) {
-        goto fallback;
-    }
-    if (!inplace &&
-        (scount < 0 || !mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) ||
-         sbytes != bytes)) {
+    if (!m->active ||
+        !mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, &bytes)) {
         goto fallback;
     }
     const bool dev_s =
@@ -45,14 +56,7 @@ int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatyp
     const bool dev_r = bytes != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), NULL, rbuf);
     dr_alltoall_args_t a;
     mca_coll_dualrail_idle_t idle_state;
-    memset(&a, 0, sizeof(a));
-    mca_coll_dualrail_args_init(m, comm, DR_KIND_ALLTOALL, &a.c, &idle_state);
-    a.c.sendbuf = inplace ? NULL : sbuf;
-    a.c.recvbuf = rbuf;
-    a.c.bytes = bytes;
-    a.c.algorithm = cm->alltoall_algorithm;
-    a.c.small_max_bytes = cm->alltoall_small_max_bytes;
-    a.window = (int)cm->alltoall_window;
+    mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &idle_state);
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: alltoall on %s: %d x %s%s, algorithm %d",
                      cm->world_rank, comm->c_name, rcount, rdtype->name, inplace ? " in place" : "",
                      dr_alltoall_choose(&a));

@@ -94,6 +94,20 @@ bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, 
     return true;
 }
 
+bool mca_coll_dualrail_block_bytes(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                   int rcount, struct ompi_datatype_t *rdtype, size_t *bytes)
+{
+    size_t sbytes = 0;
+    if (rcount < 0 || !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, bytes)) {
+        return false;
+    }
+    /* MPI_IN_PLACE: sendcount and sendtype are ignored (MPI 3.1, 5.7 and 5.8). Blocks of
+     * different sizes are erroneous: the previous module reports it. */
+    return sbuf == MPI_IN_PLACE ||
+           (scount >= 0 && mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) &&
+            sbytes == *bytes);
+}
+
 void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm,
                                  int kind, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state)
 {

@@ -66,6 +66,11 @@ static const char *const kind_names[DR_KIND_COUNT] = {
     "reduce_scatter", "allgatherv", "gather", "gatherv", "scatter", "scatterv", "alltoall",
     "alltoallv"};
 
+const char *mca_coll_dualrail_kind_name(int kind)
+{
+    return kind >= 0 && kind < DR_KIND_COUNT ? kind_names[kind] : "?";
+}
+
 static void module_destruct(mca_coll_dualrail_module_t *m)
 {
     for (int k = 0; k < DR_KIND_COUNT; ++k) {

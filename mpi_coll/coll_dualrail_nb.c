@@ -1,6 +1,7 @@
 /*
  * coll/dualrail non-blocking collectives: MPI_Iallreduce, MPI_Ibcast,
- * MPI_Iallgather, MPI_Ibarrier. Each call is checked as its blocking form
+ * MPI_Iallgather, MPI_Ibarrier, MPI_Ireduce_scatter_block, MPI_Ialltoall
+ * (MPI_IN_PLACE where the blocking form takes it). Each call is checked as its blocking form
  * (the same fallbacks, to the previous module's non-blocking entry, before
  * any data moves; device buffers go there too), then started as a task of
  * the algorithm layer (dr_coll_nb.h) that runs the blocking schedule and
@@ -44,13 +45,11 @@ typedef struct mca_coll_dualrail_request_t {
     ompi_request_t super;
     struct ompi_communicator_t *comm;
     const char *what;                    /* "MPI_Iallreduce": how a failure names it */
-    mca_coll_dualrail_reduce_ctx_t rctx; /* the allreduce's op and datatype */
+    mca_coll_dualrail_reduce_ctx_t rctx; /* the reduction's op and datatype (iallreduce,
+                                          * ireduce_scatter_block): read until completion */
 } mca_coll_dualrail_request_t;
 
 OBJ_CLASS_INSTANCE(mca_coll_dualrail_request_t, ompi_request_t, NULL, NULL);
-
-static const char *const nb_names[DR_KIND_COUNT] = {"iallreduce", "ibcast", "ibarrier",
-                                                    "iallgather"};
 
 void mca_coll_dualrail_nb_open(void)
 {
@@ -150,25 +149,36 @@ void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m)
     m->previous_ibarrier_module = NULL;
     m->previous_iallgather = NULL;
     m->previous_iallgather_module = NULL;
+    m->previous_ireduce_scatter_block = NULL;
+    m->previous_ireduce_scatter_block_module = NULL;
+    m->previous_ialltoall = NULL;
+    m->previous_ialltoall_module = NULL;
 }
 
 void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m)
 {
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     for (int k = 0; k < DR_KIND_COUNT; ++k) {
         if (m->nb_calls[k] != 0) {
-            DUALRAIL_VERBOSE(
-                1,
-                "coll/dualrail: rank %d: communicator %s (cid %u): %llu %s "
-                "call(s), %llu handed to the previous module",
-                mca_coll_dualrail_component.world_rank, m->comm ? m->comm->c_name : "?", m->comm_id,
-                (unsigned long long)m->nb_calls[k], k < 4 && nb_names[k] ? nb_names[k] : "?",
-                (unsigned long long)m->nb_fallbacks[k]);
+            DUALRAIL_VERBOSE(1,
+                             "coll/dualrail: rank %d: communicator %s (cid %u): %llu i%s "
+                             "call(s), %llu handed to the previous module",
+                             cm->world_rank, m->comm ? m->comm->c_name : "?", m->comm_id,
+                             (unsigned long long)m->nb_calls[k], mca_coll_dualrail_kind_name(k),
+                             (unsigned long long)m->nb_fallbacks[k]);
         }
+        /* the statistics table at finalize sums every communicator's, as the blocking ones */
+        cm->nb_kind_calls[k] += m->nb_calls[k];
+        cm->nb_kind_fallbacks[k] += m->nb_fallbacks[k];
     }
     /* Every request retains the communicator: none can be outstanding here. */
     dr_nb_queue_free(m->nb_queue);
-    mca_coll_base_module_t *prev[] = {m->previous_iallreduce_module, m->previous_ibcast_module,
-                                      m->previous_ibarrier_module, m->previous_iallgather_module};
+    mca_coll_base_module_t *prev[] = {m->previous_iallreduce_module,
+                                      m->previous_ibcast_module,
+                                      m->previous_ibarrier_module,
+                                      m->previous_iallgather_module,
+                                      m->previous_ireduce_scatter_block_module,
+                                      m->previous_ialltoall_module};
     for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); ++i) {
         if (prev[i] != NULL) {
             OBJ_RELEASE(prev[i]);
@@ -186,6 +196,9 @@ void mca_coll_dualrail_nb_query(mca_coll_dualrail_module_t *m)
     m->super.coll_ibcast = nb && cm->bcast_enable ? mca_coll_dualrail_ibcast : NULL;
     m->super.coll_ibarrier = nb && cm->barrier_enable ? mca_coll_dualrail_ibarrier : NULL;
     m->super.coll_iallgather = nb && cm->allgather_enable ? mca_coll_dualrail_iallgather : NULL;
+    m->super.coll_ireduce_scatter_block =
+        nb && cm->reduce_scatter_block_enable ? mca_coll_dualrail_ireduce_scatter_block : NULL;
+    m->super.coll_ialltoall = nb && cm->alltoall_enable ? mca_coll_dualrail_ialltoall : NULL;
 }
 
 int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm)
@@ -208,6 +221,8 @@ int mca_coll_dualrail_nb_enable(mca_coll_dualrail_module_t *m, struct ompi_commu
     DUALRAIL_NB_SAVE(ibcast);
     DUALRAIL_NB_SAVE(ibarrier);
     DUALRAIL_NB_SAVE(iallgather);
+    DUALRAIL_NB_SAVE(ireduce_scatter_block);
+    DUALRAIL_NB_SAVE(ialltoall);
 #undef DUALRAIL_NB_SAVE
     return OMPI_SUCCESS;
 }
@@ -317,18 +332,25 @@ static void request_put(mca_coll_dualrail_request_t *req)
 }
 
 /*
- * What a call that passed the datatype checks still needs: its communicator's queue
- * (created at the first call: MPI forbids concurrent collectives on one communicator),
- * host buffers, and a request. These are this rank's facts only, so none of them may
- * send the call to the previous module (the other ranks would run dualrail and wait for
- * this one): a missing one fails the call with an MPI error instead. Device buffers are
- * not taken by the non-blocking collectives (yet), and the previous module would read
+ * Every call's start: counted; then, when taken is false (the blocking form's verdict on the
+ * arguments, which MPI makes the same on every rank), OMPI_SUCCESS with *req NULL: the caller
+ * hands the call to the previous module (handed). Otherwise what a taken call still needs:
+ * its communicator's queue (created at the first call: MPI forbids concurrent collectives on
+ * one communicator), host buffers, and a request. These are this rank's facts only, so none
+ * of them may send the call to the previous module (the other ranks would run dualrail and
+ * wait for this one): a missing one fails the call with an MPI error instead. Device buffers
+ * are not taken by the non-blocking collectives (yet), and the previous module would read
  * them as host memory and crash (Debian's Open MPI has no CUDA support).
  */
-static int unavailable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, bool data,
-                       const void *sbuf, const void *rbuf, const char *what,
-                       mca_coll_dualrail_request_t **req)
+static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
+                    bool taken, bool data, const void *sbuf, const void *rbuf, const char *what,
+                    mca_coll_dualrail_request_t **req)
 {
+    ++m->nb_calls[kind];
+    *req = NULL;
+    if (!taken) {
+        return OMPI_SUCCESS;
+    }
     if (m->nb_queue == NULL) {
         m->nb_queue = dr_nb_queue_new();
     }
@@ -336,7 +358,8 @@ static int unavailable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t
         return mca_coll_dualrail_failed(comm, what, DR_ERR_NO_MEMORY,
                                         "no memory for a non-blocking collective's request");
     }
-    if (data && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, rbuf)) {
+    if (data && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(),
+                                     sbuf == MPI_IN_PLACE ? NULL : sbuf, rbuf)) {
         request_put(*req);
         *req = NULL;
         return mca_coll_dualrail_failed(comm, what, DR_ERR_INVALID,
@@ -344,6 +367,38 @@ static int unavailable(mca_coll_dualrail_module_t *m, struct ompi_communicator_t
                                         "non-blocking collectives (use the blocking form)");
     }
     return OMPI_SUCCESS;
+}
+
+/* prologue for the kinds with a block per rank (iallgather, ialltoall): the blocking forms'
+ * verdict on the blocks (block_bytes, *bytes: one block) decides whether it is taken. */
+static int block_prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
+                          const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          const void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                          const char *what, size_t *bytes, mca_coll_dualrail_request_t **req)
+{
+    *bytes = 0;
+    const bool taken =
+        m->active && mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, bytes);
+    return prologue(m, comm, kind, taken, *bytes != 0, sbuf, rbuf, what, req);
+}
+
+/* A call handed to the previous module, before any data moved: counted, said at verbose 2. */
+static void handed(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
+                   int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    ++m->nb_fallbacks[kind];
+    if (dtype == NULL) {
+        DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: i%s on %s handed to the previous module",
+                         mca_coll_dualrail_component.world_rank, mca_coll_dualrail_kind_name(kind),
+                         comm->c_name);
+        return;
+    }
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: i%s on %s (%d x %s%s%s) handed to the previous "
+                     "module",
+                     mca_coll_dualrail_component.world_rank, mca_coll_dualrail_kind_name(kind),
+                     comm->c_name, count, dtype->name[0] != '\0' ? dtype->name : "unnamed type",
+                     op != NULL ? ", " : "", op != NULL ? op->o_name : "");
 }
 
 /*
@@ -364,6 +419,16 @@ static int started(mca_coll_dualrail_request_t *req, dr_status_t st, const char 
     return OMPI_SUCCESS;
 }
 
+/* Start a kind that takes dr_icoll's arguments on m's queue. */
+static int start_coll(mca_coll_dualrail_module_t *m, mca_coll_dualrail_request_t *req, int kind,
+                      const dr_coll_args_t *a, ompi_request_t **request)
+{
+    char err[256];
+    const dr_status_t st = dr_icoll(mca_coll_dualrail_component.mr, m->nb_queue, kind, a,
+                                    request_done, req, err, sizeof(err));
+    return started(req, st, err, request);
+}
+
 int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                  struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -374,14 +439,16 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
     size_t elem = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
-    ++m->nb_calls[DR_KIND_ALLREDUCE];
-    if (!m->active || count < 0 || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
-        goto fallback;
-    }
-    int rc = unavailable(m, comm, count != 0, sbuf == MPI_IN_PLACE ? NULL : sbuf, rbuf,
-                         "MPI_Iallreduce", &req);
+    const bool taken = m->active && count >= 0 && mca_coll_dualrail_op_supported(op, dtype, &elem);
+    const int rc =
+        prologue(m, comm, DR_KIND_ALLREDUCE, taken, count != 0, sbuf, rbuf, "MPI_Iallreduce", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
+    }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_ALLREDUCE, count, dtype, op);
+        return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                      m->previous_iallreduce_module);
     }
     mca_coll_dualrail_reduce_ctx_init(&req->rctx, op, dtype);
     dr_allreduce_args_t a = {
@@ -408,15 +475,6 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
     const dr_status_t st =
         dr_iallreduce(cm->mr, m->nb_queue, &a, request_done, req, err, sizeof(err));
     return started(req, st, err, request);
-
-fallback:
-    ++m->nb_fallbacks[DR_KIND_ALLREDUCE];
-    DUALRAIL_VERBOSE(2,
-                     "coll/dualrail: rank %d: iallreduce on %s (%s, %s) handed to the "
-                     "previous module",
-                     cm->world_rank, comm->c_name, dtype->name, op->o_name);
-    return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
-                                  m->previous_iallreduce_module);
 }
 
 /* The shared arguments of ibcast, iallgather, ibarrier (the kind's next sequence number). */
@@ -438,13 +496,17 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
     size_t bytes = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
-    ++m->nb_calls[DR_KIND_BCAST];
-    if (!m->active || count < 0 || !mca_coll_dualrail_dtype_bytes(dtype, (size_t)count, &bytes)) {
-        goto fallback;
-    }
-    int rc = unavailable(m, comm, bytes != 0, NULL, buff, "MPI_Ibcast", &req);
+    const bool taken =
+        m->active && count >= 0 && mca_coll_dualrail_dtype_bytes(dtype, (size_t)count, &bytes);
+    const int rc =
+        prologue(m, comm, DR_KIND_BCAST, taken, bytes != 0, NULL, buff, "MPI_Ibcast", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
+    }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_BCAST, count, dtype, NULL);
+        return m->previous_ibcast(buff, count, dtype, root, comm, request,
+                                  m->previous_ibcast_module);
     }
     dr_coll_args_t a;
     coll_args(m, comm, DR_KIND_BCAST, &a);
@@ -455,18 +517,7 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
     a.small_max_bytes = cm->bcast_small_max_bytes;
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibcast on %s: %d x %s from root %d, algorithm %d",
                      cm->world_rank, comm->c_name, count, dtype->name, root, dr_bcast_choose(&a));
-    char err[256];
-    const dr_status_t st =
-        dr_icoll(cm->mr, m->nb_queue, DR_KIND_BCAST, &a, request_done, req, err, sizeof(err));
-    return started(req, st, err, request);
-
-fallback:
-    ++m->nb_fallbacks[DR_KIND_BCAST];
-    DUALRAIL_VERBOSE(2,
-                     "coll/dualrail: rank %d: ibcast on %s (%d x %s) handed to the previous "
-                     "module",
-                     cm->world_rank, comm->c_name, count, dtype->name);
-    return m->previous_ibcast(buff, count, dtype, root, comm, request, m->previous_ibcast_module);
+    return start_coll(m, req, DR_KIND_BCAST, &a, request);
 }
 
 int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
@@ -477,22 +528,18 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     const int inplace = sbuf == MPI_IN_PLACE;
-    size_t bytes = 0, sbytes = 0;
+    size_t bytes = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
-    ++m->nb_calls[DR_KIND_ALLGATHER];
-    if (!m->active || rcount < 0 ||
-        !mca_coll_dualrail_dtype_bytes(rdtype, (size_t)rcount, &bytes)) {
-        goto fallback;
-    }
-    if (!inplace &&
-        (scount < 0 || !mca_coll_dualrail_dtype_bytes(sdtype, (size_t)scount, &sbytes) ||
-         sbytes != bytes)) {
-        goto fallback;
-    }
-    int rc = unavailable(m, comm, bytes != 0, inplace ? NULL : sbuf, rbuf, "MPI_Iallgather", &req);
+    const int rc = block_prologue(m, comm, DR_KIND_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
+                                  rdtype, "MPI_Iallgather", &bytes, &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
+    }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_ALLGATHER, rcount, rdtype, NULL);
+        return m->previous_iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                      m->previous_iallgather_module);
     }
     dr_coll_args_t a;
     coll_args(m, comm, DR_KIND_ALLGATHER, &a);
@@ -507,48 +554,103 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: iallgather on %s: %d x %s%s, algorithm %d",
                      cm->world_rank, comm->c_name, rcount, rdtype->name, inplace ? " in place" : "",
                      dr_allgather_choose(&a));
-    char err[256];
-    const dr_status_t st =
-        dr_icoll(cm->mr, m->nb_queue, DR_KIND_ALLGATHER, &a, request_done, req, err, sizeof(err));
-    return started(req, st, err, request);
-
-fallback:
-    ++m->nb_fallbacks[DR_KIND_ALLGATHER];
-    DUALRAIL_VERBOSE(2,
-                     "coll/dualrail: rank %d: iallgather on %s (%d x %s) handed to the "
-                     "previous module",
-                     cm->world_rank, comm->c_name, rcount, rdtype->name);
-    return m->previous_iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
-                                  m->previous_iallgather_module);
+    return start_coll(m, req, DR_KIND_ALLGATHER, &a, request);
 }
 
 int mca_coll_dualrail_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
                                mca_coll_base_module_t *module)
 {
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
-    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     mca_coll_dualrail_request_t *req = NULL;
 
-    ++m->nb_calls[DR_KIND_BARRIER];
-    if (!m->active) {
-        goto fallback;
-    }
-    int rc = unavailable(m, comm, false, NULL, NULL, "MPI_Ibarrier", &req);
+    const int rc =
+        prologue(m, comm, DR_KIND_BARRIER, m->active, false, NULL, NULL, "MPI_Ibarrier", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_BARRIER, 0, NULL, NULL);
+        return m->previous_ibarrier(comm, request, m->previous_ibarrier_module);
+    }
     dr_coll_args_t a;
     coll_args(m, comm, DR_KIND_BARRIER, &a);
-    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s, dissemination", cm->world_rank,
-                     comm->c_name);
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s, dissemination",
+                     mca_coll_dualrail_component.world_rank, comm->c_name);
+    return start_coll(m, req, DR_KIND_BARRIER, &a, request);
+}
+
+/*
+ * MPI_Ireduce_scatter_block: the blocking form's checks and arguments (MPI_IN_PLACE: the
+ * input in rbuf, this rank's block of the result at its start), as a task of the
+ * reduce-scatter schedule (recursive halving or the pipelined ring).
+ */
+int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                            struct ompi_communicator_t *comm,
+                                            ompi_request_t **request,
+                                            mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    size_t elem = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    const bool taken = m->active && rcount >= 0 && mca_coll_dualrail_op_supported(op, dtype, &elem);
+    const int rc = prologue(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, taken, rcount != 0, sbuf, rbuf,
+                            "MPI_Ireduce_scatter_block", &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, rcount, dtype, op);
+        return m->previous_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, request,
+                                                 m->previous_ireduce_scatter_block_module);
+    }
+    dr_coll_args_t a;
+    mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
+    mca_coll_dualrail_reduce_scatter_block_args(m, comm, sbuf, rbuf, rcount, elem, op, dtype,
+                                                &req->rctx, &a, &unused);
+    DUALRAIL_VERBOSE(2,
+                     "coll/dualrail: rank %d: ireduce_scatter_block on %s: %d x %s, %s%s, "
+                     "algorithm %d",
+                     cm->world_rank, comm->c_name, rcount, dtype->name, op->o_name,
+                     sbuf == MPI_IN_PLACE ? " in place" : "", dr_reduce_scatter_block_choose(&a));
+    return start_coll(m, req, DR_KIND_REDUCE_SCATTER_BLOCK, &a, request);
+}
+
+/*
+ * MPI_Ialltoall: the blocking form's checks and arguments (MPI_IN_PLACE: sendcount and
+ * sendtype ignored, the blocks taken from rbuf and replaced there), as a task of the
+ * alltoall schedule (pairwise with a window, or Bruck for small blocks).
+ */
+int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                                struct ompi_communicator_t *comm, ompi_request_t **request,
+                                mca_coll_base_module_t *module)
+{
+    mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    size_t bytes = 0;
+    mca_coll_dualrail_request_t *req = NULL;
+
+    const int rc = block_prologue(m, comm, DR_KIND_ALLTOALL, sbuf, scount, sdtype, rbuf, rcount,
+                                  rdtype, "MPI_Ialltoall", &bytes, &req);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    if (req == NULL) {
+        handed(m, comm, DR_KIND_ALLTOALL, rcount, rdtype, NULL);
+        return m->previous_ialltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm, request,
+                                     m->previous_ialltoall_module);
+    }
+    dr_alltoall_args_t a;
+    mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
+    mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &unused);
+    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ialltoall on %s: %d x %s%s, algorithm %d",
+                     cm->world_rank, comm->c_name, rcount, rdtype->name,
+                     sbuf == MPI_IN_PLACE ? " in place" : "", dr_alltoall_choose(&a));
     char err[256];
     const dr_status_t st =
-        dr_icoll(cm->mr, m->nb_queue, DR_KIND_BARRIER, &a, request_done, req, err, sizeof(err));
+        dr_ialltoall(cm->mr, m->nb_queue, &a, request_done, req, err, sizeof(err));
     return started(req, st, err, request);
-
-fallback:
-    ++m->nb_fallbacks[DR_KIND_BARRIER];
-    DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibarrier on %s handed to the previous module",
-                     cm->world_rank, comm->c_name);
-    return m->previous_ibarrier(comm, request, m->previous_ibarrier_module);
 }

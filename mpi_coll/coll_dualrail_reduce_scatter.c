@@ -75,6 +75,24 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
     return OMPI_SUCCESS;
 }
 
+void mca_coll_dualrail_reduce_scatter_block_args(
+    mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, const void *sbuf, void *rbuf,
+    int rcount, size_t elem, struct ompi_op_t *op, struct ompi_datatype_t *dtype,
+    mca_coll_dualrail_reduce_ctx_t *rctx, dr_coll_args_t *a, mca_coll_dualrail_idle_t *idle_state)
+{
+    mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
+    mca_coll_dualrail_reduce_ctx_init(rctx, op, dtype);
+    mca_coll_dualrail_args_init(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, a, idle_state);
+    a->sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
+    a->recvbuf = rbuf;
+    a->bytes = (size_t)rcount * elem;
+    a->elem_size = elem;
+    a->reduce = mca_coll_dualrail_reduce;
+    a->reduce_arg = rctx;
+    a->algorithm = cm->reduce_scatter_block_algorithm;
+    a->small_max_bytes = cm->reduce_scatter_block_small_max_bytes;
+}
+
 int mca_coll_dualrail_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                            struct ompi_communicator_t *comm,
@@ -89,19 +107,11 @@ int mca_coll_dualrail_reduce_scatter_block(const void *sbuf, void *rbuf, int rco
         goto fallback;
     }
     mca_coll_dualrail_reduce_ctx_t rctx;
-    mca_coll_dualrail_reduce_ctx_init(&rctx, op, dtype);
     dr_coll_args_t a;
     mca_coll_dualrail_idle_t idle_state;
-    mca_coll_dualrail_args_init(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, &a, &idle_state);
-    const size_t bytes = (size_t)rcount * elem;
-    a.sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf;
-    a.recvbuf = rbuf;
-    a.bytes = bytes;
-    a.elem_size = elem;
-    a.reduce = mca_coll_dualrail_reduce;
-    a.reduce_arg = &rctx;
-    a.algorithm = cm->reduce_scatter_block_algorithm;
-    a.small_max_bytes = cm->reduce_scatter_block_small_max_bytes;
+    mca_coll_dualrail_reduce_scatter_block_args(m, comm, sbuf, rbuf, rcount, elem, op, dtype, &rctx,
+                                                &a, &idle_state);
+    const size_t bytes = a.bytes;
     DUALRAIL_VERBOSE(2,
                      "coll/dualrail: rank %d: reduce_scatter_block on %s: %d x %s, %s%s, "
                      "algorithm %d",

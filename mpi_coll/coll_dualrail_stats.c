@@ -208,24 +208,26 @@ void mca_coll_dualrail_stats_print(void)
     }
     /* Calls per collective kind, summed over the communicators freed so far (all of them at
      * finalize): which collectives ran here at all, and how many went to the previous module. */
-    static const char *const kinds[DR_KIND_COUNT] = {
-        "allreduce",  "bcast",  "barrier", "allgather", "reduce",   "reduce_scatter_block",
-        "reduce_scatter", "allgatherv", "gather", "gatherv", "scatter", "scatterv",
-        "alltoall",   "alltoallv"};
+    /* The non-blocking forms (i + the kind's name) after the blocking ones. */
     int header = 0;
-    for (int k = 0; k < DR_KIND_COUNT && n < (int)sizeof(table); ++k) {
-        if (cm->kind_calls[k] == 0) {
+    for (int row = 0; row < 2 * DR_KIND_COUNT && n < (int)sizeof(table); ++row) {
+        const int k = row % DR_KIND_COUNT, nb = row >= DR_KIND_COUNT;
+        const uint64_t calls = nb ? cm->nb_kind_calls[k] : cm->kind_calls[k];
+        if (calls == 0) {
             continue;
         }
         if (!header) {
             n += snprintf(table + n, sizeof(table) - (size_t)n,
-                          "  collective            calls  handed to the previous module\n");
+                          "  collective             calls  handed to the previous module\n");
             header = 1;
         }
         if (n < (int)sizeof(table)) {
-            n += snprintf(table + n, sizeof(table) - (size_t)n, "  %-20s %6llu %6llu\n", kinds[k],
-                          (unsigned long long)cm->kind_calls[k],
-                          (unsigned long long)cm->kind_fallbacks[k]);
+            char name[32];
+            snprintf(name, sizeof(name), "%s%s", nb ? "i" : "", mca_coll_dualrail_kind_name(k));
+            n += snprintf(
+                table + n, sizeof(table) - (size_t)n, "  %-21s %6llu %6llu\n", name,
+                (unsigned long long)calls,
+                (unsigned long long)(nb ? cm->nb_kind_fallbacks[k] : cm->kind_fallbacks[k]));
         }
     }
     opal_output(cm->output, "%s", table);

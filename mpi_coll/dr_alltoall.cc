@@ -25,13 +25,6 @@ static_assert((int)DR_ALLTOALL_PAIRWISE == (int)kAlltoallPairwise &&
 /* Bruck's and in-place scratch kept between calls, as the allgather's. */
 thread_local Scratch a2a_scratch;
 
-Params params_of(const dr_alltoall_args_t *a, int kind)
-{
-    Params p = to_params(&a->c, kind);
-    p.small_max_bytes = a->c.small_max_bytes; /* 0: alltoall's own default, not 64 KiB */
-    return p;
-}
-
 dr_status_t no_args(int kind, char *err, size_t errlen)
 {
     char line[64];
@@ -59,7 +52,7 @@ extern "C" dr_status_t dr_alltoall(dr_mr_t *mr, const dr_alltoall_args_t *a, cha
     if (a == nullptr) {
         return no_args(kKindAlltoall, err, errlen);
     }
-    const Params p = params_of(a, kKindAlltoall);
+    const Params p = to_params(a, kKindAlltoall);
     const int window = a->window;
     return c_api_run(mr, a->c.peer_ids, p, a->c.size > 1 && a->c.bytes != 0, err, errlen,
                      [window](Transport &t, const Params &q, std::string *why) {
@@ -75,7 +68,7 @@ extern "C" dr_status_t dr_alltoallv(dr_mr_t *mr, const dr_alltoall_args_t *a, ch
     if (a == nullptr) {
         return no_args(kKindAlltoallv, err, errlen);
     }
-    const Params p = params_of(a, kKindAlltoallv);
+    const Params p = to_params(a, kKindAlltoallv);
     VLayout v;
     v.scounts = a->sendcounts;
     v.sdispls = a->sdispls;
@@ -92,5 +85,5 @@ extern "C" dr_status_t dr_alltoallv(dr_mr_t *mr, const dr_alltoall_args_t *a, ch
 
 extern "C" int dr_alltoall_choose(const dr_alltoall_args_t *a)
 {
-    return a == nullptr ? DR_ALLTOALL_PAIRWISE : alltoall_choose(params_of(a, kKindAlltoall));
+    return a == nullptr ? DR_ALLTOALL_PAIRWISE : alltoall_choose(to_params(a, kKindAlltoall));
 }

@@ -9,8 +9,8 @@
  *   progress  each queue's head task resumed once: it tests its requests,
  *             does what is ready, yields at its next wait; a finished head is
  *             replaced by the next of its queue, started in the same turn
- *   done      after the scheduler's lock is released: done(arg, st, err),
- *             then the task and its stack go back to their pools
+ *   done      its stack back to the pool as it finishes; after the scheduler's
+ *             lock is released: done(arg, st, err), then the task to its pool
  *
  * The scheduler's lock is held while tasks run, which is while they compute:
  * every wait yields. A thread that finds it taken returns at once (the holder
@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "algo/allreduce.hpp"
+#include "algo/alltoall.hpp"
 #include "algo/collectives.hpp"
+#include "algo/reductions.hpp"
 #include "algo/task.hpp"
 #include "mr_transport.hpp"
 
@@ -46,6 +48,7 @@ struct Task {
     dr_mr_t *mr = nullptr;
     const uint32_t *ids = nullptr; /* ucx_mr process id of each comm rank */
     Params p;
+    int window = 0; /* alltoall: pairwise steps in flight (Params has no field for it) */
     dr_status_t st = DR_OK;
     std::string err;
     Scratch scratch; /* the task's own, kept up to kKeepScratch with the pooled task */
@@ -103,6 +106,10 @@ void task_main(void *arg)
                               return barrier(tr, q, why);
                           case kKindAllgather:
                               return allgather(tr, q, &t->scratch, why);
+                          case kKindReduceScatterBlock:
+                              return reduce_scatter_block(tr, q, &t->scratch, why);
+                          case kKindAlltoall:
+                              return alltoall(tr, q, t->window, &t->scratch, why);
                           default:
                               return reject(why, q.kind, "no non-blocking form");
                           }
@@ -147,6 +154,12 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
             if (!over) {
                 break;
             }
+            /* A finished task's stack is free at once (it is never resumed again), for the
+             * next head of this queue in this very turn: otherwise every task a turn finishes
+             * holds one until finish(), and a turn that runs through a backlog of quick
+             * collectives maps a stack for each. */
+            s.stacks.put(t->co.stack());
+            t->co.init(nullptr, task_main, t);
             q->head = t->next;
             if (q->head == nullptr) {
                 q->tail = nullptr;
@@ -165,7 +178,8 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
     return completed;
 }
 
-/* Outside the lock: report, then give the tasks and stacks back. */
+/* Outside the lock: report, then give the tasks back (their stacks went back as they
+ * finished). */
 void finish(Scheduler &s, std::vector<Task *> &done)
 {
     for (Task *t : done) {
@@ -173,8 +187,6 @@ void finish(Scheduler &s, std::vector<Task *> &done)
     }
     std::lock_guard<std::mutex> lk(s.mu);
     for (Task *t : done) {
-        s.stacks.put(t->co.stack());
-        t->co.init(nullptr, task_main, t);
         t->next = nullptr;
         t->queue = nullptr;
         s.free_tasks.push_back(t); /* capacity reserved when the task was made */
@@ -205,7 +217,7 @@ int progress_once()
     return n;
 }
 
-dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, const uint32_t *ids,
+dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, const uint32_t *ids,
                   dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
 {
     Queue *q = reinterpret_cast<Queue *>(qc);
@@ -233,6 +245,7 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, const uint32_
         }
         t->mr = mr;
         t->p = p;
+        t->window = window;
         t->ids = ids;
         t->p.idle = nullptr;
         t->p.idle_arg = nullptr;
@@ -299,17 +312,29 @@ extern "C" dr_status_t dr_iallreduce(dr_mr_t *mr, dr_nb_queue_t *q, const dr_all
         set_err(err, errlen, "iallreduce: no arguments");
         return DR_ERR_INVALID;
     }
-    return start(mr, q, to_params(a), a->peer_ids, done, done_arg, err, errlen);
+    return start(mr, q, to_params(a), 0, a->peer_ids, done, done_arg, err, errlen);
 }
 
 extern "C" dr_status_t dr_icoll(dr_mr_t *mr, dr_nb_queue_t *q, int kind, const dr_coll_args_t *a,
                                 dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
 {
-    if (a == nullptr || (kind != kKindBcast && kind != kKindBarrier && kind != kKindAllgather)) {
+    if (a == nullptr || (kind != kKindBcast && kind != kKindBarrier && kind != kKindAllgather &&
+                         kind != kKindReduceScatterBlock)) {
         set_err(err, errlen, "non-blocking collective: no arguments or no such kind");
         return DR_ERR_INVALID;
     }
-    return start(mr, q, to_params(a, kind), a->peer_ids, done, done_arg, err, errlen);
+    return start(mr, q, to_params(a, kind), 0, a->peer_ids, done, done_arg, err, errlen);
+}
+
+extern "C" dr_status_t dr_ialltoall(dr_mr_t *mr, dr_nb_queue_t *q, const dr_alltoall_args_t *a,
+                                    dr_nb_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+    if (a == nullptr) {
+        set_err(err, errlen, "ialltoall: no arguments");
+        return DR_ERR_INVALID;
+    }
+    return start(mr, q, to_params(a, kKindAlltoall), a->window, a->c.peer_ids, done, done_arg, err,
+                 errlen);
 }
 
 extern "C" int dr_nb_progress(void)

@@ -18,6 +18,7 @@
 #ifndef DUALRAIL_MPI_COLL_DR_COLL_NB_H
 #define DUALRAIL_MPI_COLL_DR_COLL_NB_H
 
+#include "dr_alltoall.h"
 #include "dr_coll.h"
 #include "dualrail/key.h"
 
@@ -50,9 +51,14 @@ int dr_nb_queue_pending(const dr_nb_queue_t *q);
  */
 dr_status_t dr_iallreduce(dr_mr_t *mr, dr_nb_queue_t *q, const dr_allreduce_args_t *a,
                           dr_nb_done_fn done, void *done_arg, char *err, size_t errlen);
-/* The same for DR_KIND_BCAST, DR_KIND_BARRIER and DR_KIND_ALLGATHER. */
+/* The same for DR_KIND_BCAST, DR_KIND_BARRIER, DR_KIND_ALLGATHER and
+ * DR_KIND_REDUCE_SCATTER_BLOCK (a->elem_size, reduce and reduce_arg set, as for
+ * dr_reduce_scatter_block). */
 dr_status_t dr_icoll(dr_mr_t *mr, dr_nb_queue_t *q, int kind, const dr_coll_args_t *a,
                      dr_nb_done_fn done, void *done_arg, char *err, size_t errlen);
+/* The same for an alltoall (dr_alltoall's arguments; the v-layout fields are ignored). */
+dr_status_t dr_ialltoall(dr_mr_t *mr, dr_nb_queue_t *q, const dr_alltoall_args_t *a,
+                         dr_nb_done_fn done, void *done_arg, char *err, size_t errlen);
 
 /*
  * Resume every queue's running task once (and start the next of a queue whose

@@ -1,8 +1,8 @@
 /*
  * The Transport of the algorithm layer over ucx_mr (a comm rank is mapped to
  * its ucx_mr process id), and the C arguments turned into the algorithms'
- * Params. Shared by dr_coll.cc (host buffers) and dr_coll_gpu.cc (device
- * buffers).
+ * Params. Shared by dr_coll.cc (host buffers), dr_coll_gpu.cc (device
+ * buffers), dr_alltoall.cc and dr_coll_nb.cc (the same arguments, run as tasks).
  */
 #ifndef DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
 #define DUALRAIL_MPI_COLL_MR_TRANSPORT_HPP
@@ -13,6 +13,7 @@
 
 #include "algo/allreduce.hpp"
 #include "algo/transport.hpp"
+#include "dr_alltoall.h"
 #include "dr_coll.h"
 #include "dualrail/ucx_mr.h"
 
@@ -167,6 +168,16 @@ inline Params to_params(const dr_coll_args_t *a, int kind)
         p.reduce = a->reduce;
         p.reduce_arg = a->reduce_arg;
     }
+    return p;
+}
+
+/* Alltoall(v): as above, but small_max_bytes 0 is the alltoall's own default (1 KiB), not
+ * the 64 KiB of the other kinds, so it is passed as it is. The window is not a Params field:
+ * the caller hands a->window to alltoall() itself. */
+inline Params to_params(const dr_alltoall_args_t *a, int kind)
+{
+    Params p = to_params(&a->c, kind);
+    p.small_max_bytes = a->c.small_max_bytes;
     return p;
 }
 

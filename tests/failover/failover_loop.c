@@ -25,10 +25,11 @@
  * --coll gather|scatter|allgatherv: MPI_Gather / MPI_Scatter of count/n elements
  * per rank with root k mod n, in place at the root in odd iterations;
  * MPI_Allgatherv of unequal blocks that change every iteration (one empty, each
- * followed by an int that must stay untouched), odd iterations in place
- * (failover_colls.c holds these calls).
+ * followed by an int that must stay untouched), odd iterations in place.
  * --coll iallreduce runs the allreduce as MPI_Iallreduce + MPI_Wait (issue 15):
- * the same checks, an error comes from MPI_Wait (the request's status).
+ * the same checks, an error comes from MPI_Wait (the request's status);
+ * --coll ialltoall and --coll ireduce_scatter_block the same for the alltoall
+ * and reduce_scatter_block loops (MPI_Ialltoall, MPI_Ireduce_scatter_block).
  *
  * After each call every rank reports its verdict to rank 0 and gets everyone's
  * back by point-to-point messages (pml ob1 on the management network, never
@@ -41,7 +42,8 @@
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
  *                 [--coll allreduce|iallreduce|bcast|allgather|allgatherv|alltoall|
- *                  alltoallv|reduce|reduce_scatter_block|gather|scatter]
+ *                  alltoallv|reduce|reduce_scatter_block|gather|scatter|ialltoall|
+ *                  ireduce_scatter_block]
  *                 [--weights]
  *
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
@@ -111,8 +113,7 @@ static void dev_copy(void *dst, const void *src, size_t bytes)
 {
     if (dev_mem->copy_async(dst, src, bytes, dev_stream) != DR_OK ||
         dev_mem->stream_sync(dev_stream) != DR_OK) {
-        fprintf(stderr, "failover_loop: rank %d: stand-in copy: %s\n", rank,
-                dev_mem->last_error());
+        fprintf(stderr, "failover_loop: rank %d: stand-in copy: %s\n", rank, dev_mem->last_error());
         MPI_Abort(MPI_COMM_WORLD, EXIT_USAGE);
     }
 }
@@ -158,6 +159,34 @@ static long count_fds(void)
     return n - 3; /* ".", ".." and the directory's own descriptor */
 }
 
+const char *class_name(int cls)
+{
+    switch (cls) {
+    case MPI_ERR_OTHER:
+        return "MPI_ERR_OTHER";
+    case MPI_ERR_INTERN:
+        return "MPI_ERR_INTERN";
+    case MPI_ERR_NO_MEM:
+        return "MPI_ERR_NO_MEM";
+    case MPI_ERR_TRUNCATE:
+        return "MPI_ERR_TRUNCATE";
+    default:
+        return "another class";
+    }
+}
+
+int coll = COLL_ALLREDUCE;
+static const char *coll_name = "allreduce";
+const char *coll_mpi = "MPI_Allreduce";
+int nonblocking = 0;
+
+int waited(int rc, MPI_Request *req)
+{
+    return rc == MPI_SUCCESS ? MPI_Wait(req, MPI_STATUS_IGNORE) : rc;
+}
+
+/* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
+ * header: never a collective). */
 /* The loop's allreduce, blocking or (--coll iallreduce) started and waited for: an error
  * then comes from MPI_Wait, through the request's status. */
 static int allreduce_call(const void *send, void *recv, size_t count)
@@ -166,12 +195,10 @@ static int allreduce_call(const void *send, void *recv, size_t count)
         return MPI_Allreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     }
     MPI_Request req;
-    int rc = MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
-    return rc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+    return waited(MPI_Iallreduce(send, recv, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req),
+                  &req);
 }
 
-/* Every rank's n ints to every rank, by point-to-point messages through rank 0 (see the
- * header: never a collective). */
 static void p2p_allgather_ints(const int *mine, int n, int *all)
 {
     if (rank == 0) {
@@ -197,7 +224,7 @@ static void usage(void)
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
                 "[--after-error N] [--timeline] [--device] "
                 "[--coll allreduce|iallreduce|bcast|allgather|allgatherv|alltoall|alltoallv|"
-                "reduce|reduce_scatter_block|gather|scatter]\n");
+                "reduce|reduce_scatter_block|gather|scatter|ialltoall|ireduce_scatter_block]\n");
     }
 }
 
@@ -321,7 +348,36 @@ int main(int argc, char **argv)
             timeline = 1;
         } else if (strcmp(a, "--coll") == 0 && v != NULL) {
             ++i;
-            bad = !coll_parse(v);
+            if (strcmp(v, "bcast") == 0) {
+                coll = COLL_BCAST, coll_name = "bcast", coll_mpi = "MPI_Bcast";
+            } else if (strcmp(v, "allgather") == 0) {
+                coll = COLL_ALLGATHER, coll_name = "allgather", coll_mpi = "MPI_Allgather";
+            } else if (strcmp(v, "allgatherv") == 0) {
+                coll = COLL_ALLGATHERV, coll_name = "allgatherv", coll_mpi = "MPI_Allgatherv";
+            } else if (strcmp(v, "gather") == 0) {
+                coll = COLL_GATHER, coll_name = "gather", coll_mpi = "MPI_Gather";
+            } else if (strcmp(v, "scatter") == 0) {
+                coll = COLL_SCATTER, coll_name = "scatter", coll_mpi = "MPI_Scatter";
+            } else if (strcmp(v, "alltoall") == 0) {
+                coll = COLL_ALLTOALL, coll_name = "alltoall", coll_mpi = "MPI_Alltoall";
+            } else if (strcmp(v, "alltoallv") == 0) {
+                coll = COLL_ALLTOALLV, coll_name = "alltoallv", coll_mpi = "MPI_Alltoallv";
+            } else if (strcmp(v, "reduce") == 0) {
+                coll = COLL_REDUCE, coll_name = "reduce", coll_mpi = "MPI_Reduce";
+            } else if (strcmp(v, "reduce_scatter_block") == 0) {
+                coll = COLL_REDUCE_SCATTER_BLOCK, coll_name = "reduce_scatter_block",
+                coll_mpi = "MPI_Reduce_scatter_block";
+            } else if (strcmp(v, "iallreduce") == 0) {
+                nonblocking = 1, coll_name = "iallreduce", coll_mpi = "MPI_Iallreduce";
+            } else if (strcmp(v, "ialltoall") == 0) {
+                coll = COLL_ALLTOALL, nonblocking = 1, coll_name = "ialltoall",
+                coll_mpi = "MPI_Ialltoall";
+            } else if (strcmp(v, "ireduce_scatter_block") == 0) {
+                coll = COLL_REDUCE_SCATTER_BLOCK, nonblocking = 1,
+                coll_name = "ireduce_scatter_block", coll_mpi = "MPI_Ireduce_scatter_block";
+            } else if (strcmp(v, "allreduce") != 0) {
+                bad = 1;
+            }
         } else if (strcmp(a, "--weights") == 0) {
             weights = 1;
         } else if (strcmp(a, "--device") == 0) {
@@ -399,7 +455,8 @@ int main(int argc, char **argv)
                 a2a ? a2a_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1)
                     : other_call(k, sizes[si] / sizeof(int), in, out, t0, &c0, &c1);
             if (timeline && rank == 0) {
-                printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0, count * sizeof(int));
+                printf("failover_loop: iter %u %.6f %.6f %zu\n", k, c0, c1 - c0,
+                       count * sizeof(int));
             }
             total_call += c1 - c0;
             if (c1 - c0 > slowest) {
@@ -458,8 +515,8 @@ int main(int argc, char **argv)
             printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after "
                    "%.3f s in the call, %.3f s into the loop (epoch %.6f): error class %d (%s), "
                    "code %d: %s\n",
-                   rank, coll_mpi, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
-                   msg);
+                   rank, coll_mpi, k, count * sizeof(int), c1 - c0, c1 - t0, c1, cls,
+                   class_name(cls), rc, msg);
             fflush(stdout);
             my_status = ST_MPI_ERROR;
         } else {

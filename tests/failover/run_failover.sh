@@ -45,9 +45,11 @@
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
 #   that every rank staged them), --coll bcast|allgather|allgatherv|reduce|
-#   reduce_scatter_block|gather|scatter|alltoall|alltoallv|iallreduce (fault, flap and cut: the loop
-#   runs that collective instead of MPI_Allreduce, with the same checks;
-#   cut with --continue: allreduce, alltoall and alltoallv only),
+#   reduce_scatter_block|gather|scatter|alltoall|alltoallv|iallreduce|ialltoall|
+#   ireduce_scatter_block (fault, flap and cut: the loop runs that collective
+#   instead of MPI_Allreduce, with the same checks, the i-forms started and
+#   waited for; cut with --continue: allreduce, iallreduce, alltoall,
+#   ialltoall and alltoallv only),
 #   and the bounds named above.
 # Defaults: fault: 12 s loop, fault at 3 s, heal at 6.5 s; flap: 13 s loop,
 #   flapping from 2 s, 0.3 s down / 0.3 s up, 10 cycles; cut: peer timeout 3 s,
@@ -120,7 +122,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-# The MPI call the loop makes (messages and carrying on name it).
+# The MPI call the loop makes (messages and carrying on name it); bmpi: a non-blocking one's
+# blocking form, which a failure message may name too.
+bmpi=
 case $coll in
   alltoall) cmpi=MPI_Alltoall ;;
   alltoallv) cmpi=MPI_Alltoallv ;;
@@ -131,7 +135,9 @@ case $coll in
   scatter) cmpi=MPI_Scatter ;;
   reduce) cmpi=MPI_Reduce ;;
   reduce_scatter_block) cmpi=MPI_Reduce_scatter_block ;;
-  iallreduce) cmpi=MPI_Iallreduce ;;
+  iallreduce) cmpi=MPI_Iallreduce bmpi=MPI_Allreduce ;;
+  ialltoall) cmpi=MPI_Ialltoall bmpi=MPI_Alltoall ;;
+  ireduce_scatter_block) cmpi=MPI_Ireduce_scatter_block bmpi=MPI_Reduce_scatter_block ;;
   *) cmpi=MPI_Allreduce ;;
 esac
 # First down after the fault: a single cut is caught within 3 s; a flapping plane only
@@ -432,7 +438,7 @@ case $mode in
           fail "carrying on after the error: a wrong result"
         fi
         [ "$na" -ne "$np" ] || ok "carrying on after the error: every rank returned from $after more calls ($(grep -c "after the error, $cmpi .*: exact" "$log" || true) exact results, $(grep -c "after the error, $cmpi .*: MPI error" "$log" || true) errors)"
-        if [ "$coll" = alltoall ]; then
+        if [ "$coll" = alltoall ] || [ "$coll" = ialltoall ]; then
           # Every rank exchanges with the cut node in an alltoall: the first call after the
           # error fails on every rank, also on those whose failed call had completed.
           n1=$(grep -c "failover_loop: rank [0-9]*: after the error, $cmpi 1 of $after: MPI error" "$log" || true)
@@ -446,7 +452,7 @@ case $mode in
     # or at the cut node itself (naming a peer and its own two planes).
     n=${fnodes[0]}
     what=$cmpi
-    [ "$coll" != iallreduce ] || what="(MPI_Allreduce|MPI_Iallreduce)"
+    [ -z "$bmpi" ] || what="($bmpi|$cmpi)"
     pat="$what on MPI_COMM_WORLD failed: .*no plane left \\(plane 0 \\(ethA\\): down.*plane 1 \\(ethB\\): down"
     # Counted, not grep -q: a grep -q that stops at its first match leaves the first grep to
     # die of SIGPIPE on its next write, and pipefail then reports the match as a miss.

@@ -1,19 +1,35 @@
 /*
  * Non-blocking collectives through coll/dualrail (issue 15): MPI_Iallreduce,
- * MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier.
+ * MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier, MPI_Ireduce_scatter_block,
+ * MPI_Ialltoall.
  *
+ *   - the two block kinds table-driven first: MPI_Ireduce_scatter_block
+ *     (MPI_SUM of int64) and MPI_Ialltoall at 0, 1, 2, 3, 7, 13, 97, 1000, 4099
+ *     and 65537 elements per rank (primes: uneven ring and Bruck splits), each
+ *     in place (MPI_IN_PLACE, which both blocking forms take) and not, 4 of
+ *     them outstanding at a time, every element checked against the closed
+ *     form (rank s's element j is a known function of s, j and the call) and
+ *     the send buffer checked untouched (on MPI_COMM_WORLD and on a reversed
+ *     split);
  *   - many outstanding: rounds of 8 requests on MPI_COMM_WORLD and 4 on a
- *     reversed split, mixed kinds, counts 0 .. 300000 elements, random roots,
+ *     reversed split, all six kinds in turn (the block kinds in place at
+ *     random), counts 0 .. 300000 elements, random roots,
  *     completed by MPI_Wait one by one, MPI_Waitall, MPI_Waitany, or MPI_Test
  *     polling (with a little computation between the tests); a blocking
  *     MPI_Allreduce and MPI_Bcast issued while requests are outstanding;
  *     every result exact;
  *   - completion order: with 6 requests outstanding on one communicator,
  *     polling only the last until it completes, the earlier ones must already
- *     be complete (MPI_Request_get_status);
+ *     be complete (MPI_Request_get_status); not with --any-order (a kind
+ *     switched off runs on coll/libnbc, whose requests complete on their own:
+ *     MPI promises no order of completion, dualrail does among its own);
  *   - MPI_Cancel on a running collective is refused (MPI_ERRORS_RETURN on
  *     MPI_COMM_WORLD) and the request still completes with the right data;
  *   - MPI_Request_free on a running collective request is refused too;
+ *   - fallback per call: on a communicator "fallback", MPI_Ireduce_scatter_block
+ *     with a user-defined op and MPI_Ialltoall with a derived datatype (what
+ *     the blocking forms hand to the previous module) beside MPI_Ibarrier,
+ *     outstanding together, exact (run_nb.sh checks they were handed over);
  *   - --progress-thread (run with coll_dualrail_progress_thread 1): an
  *     MPI_Iallreduce of 2.4 MB started, then 3 s of computation without any MPI
  *     call: the first MPI_Test after it finds it complete (the progress thread
@@ -52,12 +68,28 @@ static int64_t value(int round, int i, int r, size_t k)
            (int64_t)(k & 0xfffff);
 }
 
+/* Alltoall: what rank s sends rank d as element k of its block (a block delivered to the wrong
+ * rank or the wrong place fails). */
+static int64_t pair_value(int round, int i, int s, int d, size_t k)
+{
+    return value(round, i, s, k) + ((int64_t)(d + 1) << 52);
+}
+
+enum { K_ALLREDUCE, K_BCAST, K_ALLGATHER, K_BARRIER, K_RSB, K_ALLTOALL, K_KINDS };
+
 typedef struct {
-    int kind; /* 0 iallreduce, 1 ibcast, 2 iallgather, 3 ibarrier */
-    size_t count;
+    int kind;     /* K_* */
+    size_t count; /* per rank: the block of allgather, reduce_scatter_block, alltoall */
     int root;
+    int inplace; /* K_RSB, K_ALLTOALL: MPI_IN_PLACE */
     int64_t *buf, *in;
 } op_t;
+
+/* What the block kinds are called with: MPI_SUM and MPI_INT64_T on dualrail; a user-defined
+ * op and a derived type (two int64 per element) for the calls the previous module serves. */
+static MPI_Op rsb_op = MPI_SUM;
+static MPI_Datatype a2a_type = MPI_INT64_T;
+static int a2a_per = 1; /* int64 per element of a2a_type */
 
 static uint64_t seed = 12345;
 static uint64_t draw(void)
@@ -73,24 +105,43 @@ static void start(op_t *o, int round, int i, MPI_Comm comm, MPI_Request *req)
     MPI_Comm_size(comm, &n);
     const int c = (int)o->count;
     switch (o->kind) {
-    case 0:
+    case K_ALLREDUCE:
         for (size_t k = 0; k < o->count; ++k) {
             o->in[k] = value(round, i, r, k);
         }
         MPI_Iallreduce(o->in, o->buf, c, MPI_INT64_T, MPI_SUM, comm, req);
         break;
-    case 1:
+    case K_BCAST:
         for (size_t k = 0; k < o->count; ++k) {
             o->buf[k] = r == o->root ? value(round, i, o->root, k) : -1;
         }
         MPI_Ibcast(o->buf, c, MPI_INT64_T, o->root, comm, req);
         break;
-    case 2:
+    case K_ALLGATHER:
         for (size_t k = 0; k < o->count; ++k) {
             o->in[k] = value(round, i, r, k);
         }
         MPI_Iallgather(o->in, c, MPI_INT64_T, o->buf, c, MPI_INT64_T, comm, req);
         break;
+    case K_RSB:
+    case K_ALLTOALL: {
+        /* n blocks of count in (in buf when in place); out: this rank's block / n blocks */
+        int64_t *src = o->inplace ? o->buf : o->in;
+        for (size_t k = 0; k < o->count * (size_t)n; ++k) {
+            src[k] = o->kind == K_RSB ? value(round, i, r, k)
+                                      : pair_value(round, i, r, (int)(k / o->count), k % o->count);
+        }
+        if (!o->inplace) {
+            memset(o->buf, 0xa5, sizeof(int64_t) * o->count * (size_t)n);
+        }
+        const void *send = o->inplace ? MPI_IN_PLACE : o->in;
+        if (o->kind == K_RSB) {
+            MPI_Ireduce_scatter_block(send, o->buf, c, MPI_INT64_T, rsb_op, comm, req);
+        } else {
+            MPI_Ialltoall(send, c / a2a_per, a2a_type, o->buf, c / a2a_per, a2a_type, comm, req);
+        }
+        break;
+    }
     default:
         MPI_Ibarrier(comm, req);
         break;
@@ -103,7 +154,7 @@ static void verify(op_t *o, int round, int i, MPI_Comm comm)
     MPI_Comm_size(comm, &n);
     int ok = 1;
     switch (o->kind) {
-    case 0:
+    case K_ALLREDUCE:
         for (size_t k = 0; ok && k < o->count; ++k) {
             int64_t want = 0;
             for (int r = 0; r < n; ++r) {
@@ -113,22 +164,123 @@ static void verify(op_t *o, int round, int i, MPI_Comm comm)
         }
         check(ok, "iallreduce", round, i);
         break;
-    case 1:
+    case K_BCAST:
         for (size_t k = 0; ok && k < o->count; ++k) {
             ok = o->buf[k] == value(round, i, o->root, k);
         }
         check(ok, "ibcast", round, i);
         break;
-    case 2:
+    case K_ALLGATHER:
         for (size_t k = 0; ok && k < o->count * (size_t)n; ++k) {
             ok = o->buf[k] == value(round, i, (int)(k / o->count), k % o->count);
         }
         check(ok, "iallgather", round, i);
         break;
+    case K_RSB: {
+        int r;
+        MPI_Comm_rank(comm, &r);
+        for (size_t k = 0; ok && k < o->count; ++k) {
+            int64_t want = 0;
+            for (int s = 0; s < n; ++s) {
+                want += value(round, i, s, (size_t)r * o->count + k);
+            }
+            ok = o->buf[k] == want;
+        }
+        for (size_t k = 0; ok && !o->inplace && k < o->count * (size_t)n; ++k) {
+            ok = o->in[k] == value(round, i, r, k); /* the send buffer is left alone */
+        }
+        check(ok, o->inplace ? "ireduce_scatter_block in place" : "ireduce_scatter_block", round,
+              i);
+        break;
+    }
+    case K_ALLTOALL: {
+        int r;
+        MPI_Comm_rank(comm, &r);
+        for (size_t k = 0; ok && k < o->count * (size_t)n; ++k) {
+            ok = o->buf[k] == pair_value(round, i, (int)(k / o->count), r, k % o->count);
+        }
+        for (size_t k = 0; ok && !o->inplace && k < o->count * (size_t)n; ++k) {
+            ok = o->in[k] == pair_value(round, i, r, (int)(k / o->count), k % o->count);
+        }
+        check(ok, o->inplace ? "ialltoall in place" : "ialltoall", round, i);
+        break;
+    }
     default:
         check(1, "ibarrier", round, i);
         break;
     }
+}
+
+/*
+ * The block kinds at counts that matter to their splits (0, odd, primes, one more than a
+ * power of two), each in place and not; 4 outstanding on comm at a time, waited for with
+ * MPI_Waitall, checked. Rounds 500.. (value() tells them from the mixed rounds).
+ */
+static void block_kinds(op_t *ops, MPI_Comm comm)
+{
+    static const size_t counts[] = {0, 1, 2, 3, 7, 13, 97, 1000, 4099, 65537};
+    const size_t nc = sizeof(counts) / sizeof(counts[0]);
+    int round = 500;
+    for (size_t c = 0; c < nc; ++c) {
+        MPI_Request req[4];
+        for (int i = 0; i < 4; ++i) {
+            op_t *o = &ops[i];
+            o->kind = i < 2 ? K_RSB : K_ALLTOALL;
+            o->inplace = i & 1;
+            o->count = counts[c];
+            while (o->count * (size_t)size > MAXC) {
+                o->count /= 2; /* the buffers hold MAXC elements per rank */
+            }
+            start(o, round, i, comm, &req[i]);
+        }
+        check(MPI_Waitall(4, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "MPI_Waitall (block kinds)",
+              round, 0);
+        for (int i = 0; i < 4; ++i) {
+            verify(&ops[i], round, i, comm);
+        }
+        ++round;
+    }
+}
+
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    for (int k = 0; k < *len; ++k) {
+        ((int64_t *)inout)[k] += ((const int64_t *)in)[k];
+    }
+}
+
+/*
+ * What the blocking forms decline goes to the previous module per call, here too: on a
+ * communicator of its own ("fallback", so run_nb.sh can count them apart) a user-defined op
+ * for MPI_Ireduce_scatter_block and a derived datatype for MPI_Ialltoall, 2 of each
+ * outstanding at once, beside 2 MPI_Ibarrier that dualrail serves; exact results.
+ */
+static void fallbacks(op_t *ops, MPI_Comm fb)
+{
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT64_T, &pair);
+    MPI_Type_commit(&pair);
+    MPI_Op_create(user_sum, 1, &rsb_op);
+    a2a_type = pair;
+    a2a_per = 2;
+    MPI_Request req[6];
+    for (int i = 0; i < 6; ++i) {
+        ops[i].kind = i % 3 == 0 ? K_RSB : i % 3 == 1 ? K_ALLTOALL : K_BARRIER;
+        ops[i].count = i < 3 ? 1000 : 2;
+        ops[i].inplace = 0;
+        start(&ops[i], 700, i, fb, &req[i]);
+    }
+    check(MPI_Waitall(6, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "MPI_Waitall (fallbacks)", 700,
+          0);
+    for (int i = 0; i < 6; ++i) {
+        verify(&ops[i], 700, i, fb);
+    }
+    MPI_Op_free(&rsb_op);
+    MPI_Type_free(&pair);
+    rsb_op = MPI_SUM;
+    a2a_type = MPI_INT64_T;
+    a2a_per = 1;
 }
 
 static void *watchdog(void *arg)
@@ -163,25 +315,46 @@ int main(int argc, char **argv)
     MPI_Comm rev;
     MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &rev);
     MPI_Comm_set_name(rev, "reversed");
+    MPI_Comm fb;
+    MPI_Comm_dup(MPI_COMM_WORLD, &fb);
+    MPI_Comm_set_name(fb, "fallback");
     op_t ops[NREQ];
     for (int i = 0; i < NREQ; ++i) {
         ops[i].buf = malloc(sizeof(int64_t) * MAXC * (size_t)size);
-        ops[i].in = malloc(sizeof(int64_t) * MAXC);
+        ops[i].in = malloc(sizeof(int64_t) * MAXC * (size_t)size);
     }
     static const size_t counts[] = {0, 1, 3, 1000, 8192, 70001, 300000};
     int64_t *blk = malloc(sizeof(int64_t) * 100000);
-    const int progress_thread = argc > 1 && strcmp(argv[1], "--progress-thread") == 0;
-    const int rounds = progress_thread ? 3 : argc > 1 ? atoi(argv[1]) : 24;
+    int progress_thread = 0, any_order = 0, rounds = 24;
+    for (int a = 1; a < argc; ++a) {
+        if (strcmp(argv[a], "--progress-thread") == 0) {
+            progress_thread = 1;
+            rounds = 3;
+        } else if (strcmp(argv[a], "--any-order") == 0) {
+            any_order = 1;
+        } else {
+            rounds = atoi(argv[a]);
+        }
+    }
+    block_kinds(ops, MPI_COMM_WORLD);
+    block_kinds(ops, rev);
+    unsigned turn[2] = {0, 0};
     for (int round = 0; round < rounds; ++round) {
         const int method = round % 4;
         MPI_Comm comm = round % 3 == 2 ? rev : MPI_COMM_WORLD;
         const int nreq = comm == rev ? 4 : NREQ;
         MPI_Request req[NREQ];
         for (int i = 0; i < nreq; ++i) {
-            ops[i].kind = (int)(draw() % 4);
+            /* Kinds in turn per communicator (each kind on each, even in the 3 rounds of
+             * --progress-thread; run_nb.sh counts every kind on both); the rest drawn. */
+            ops[i].kind = (int)(turn[comm == rev]++ % K_KINDS);
             ops[i].count = counts[draw() % 7];
             ops[i].root = (int)(draw() % (uint64_t)size);
-            if (ops[i].kind == 2 && ops[i].count > MAXC / 4) {
+            ops[i].inplace = (int)(draw() % 2);
+            /* the per-rank block kinds: n blocks must fit the buffers' MAXC per rank */
+            const int per_rank =
+                ops[i].kind == K_ALLGATHER || ops[i].kind == K_RSB || ops[i].kind == K_ALLTOALL;
+            while (per_rank && ops[i].count * (size_t)size > MAXC) {
                 ops[i].count /= 4;
             }
             start(&ops[i], round, i, comm, &req[i]);
@@ -228,7 +401,7 @@ int main(int argc, char **argv)
                 }
             }
             check(flag, "MPI_Test of the last request", round, nreq - 1);
-            for (int i = 0; i < nreq - 1; ++i) {
+            for (int i = 0; !any_order && i < nreq - 1; ++i) {
                 int done = 0;
                 MPI_Request_get_status(req[i], &done, MPI_STATUS_IGNORE);
                 check(done, "completion in order (an earlier request still running)", round, i);
@@ -240,10 +413,11 @@ int main(int argc, char **argv)
             verify(&ops[i], round, i, comm);
         }
     }
+    fallbacks(ops, fb);
     /* Cancel and free of a running collective are refused; it still completes. */
     {
         op_t *o = &ops[0];
-        o->kind = 0;
+        o->kind = K_ALLREDUCE;
         o->count = MAXC;
         MPI_Request req;
         start(o, 999, 0, MPI_COMM_WORLD, &req);
@@ -262,7 +436,7 @@ int main(int argc, char **argv)
     }
     if (progress_thread) {
         op_t *o = &ops[0];
-        o->kind = 0;
+        o->kind = K_ALLREDUCE;
         o->count = MAXC; /* 2.4 MB */
         MPI_Request req;
         MPI_Barrier(MPI_COMM_WORLD);
@@ -283,6 +457,7 @@ int main(int argc, char **argv)
         printf("%ld passed, %ld failed\n", all[0], all[1]);
     }
     MPI_Comm_free(&rev);
+    MPI_Comm_free(&fb);
     pthread_cancel(dog);
     MPI_Finalize();
     return rank == 0 && all[1] != 0 ? 1 : 0;

@@ -1,8 +1,7 @@
 /*
- * One validated call of each collective failover_loop runs besides the allreduce
- * (failover_loop.h): inputs that change every iteration, poisoned receive buffers, every
- * element checked, send buffers checked to be left alone, odd iterations in place where
- * the collective has a place.
+ * failover_loop's validated calls other than the allreduce (failover_loop.c says what each
+ * checks): bcast, allgather, reduce, reduce_scatter_block (blocking or started and waited
+ * for), alltoall and alltoallv; and the verdict line every call prints.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -11,74 +10,21 @@
 
 #include "failover_loop.h"
 
-int coll = COLL_ALLREDUCE;
-const char *coll_name = "allreduce", *coll_mpi = "MPI_Allreduce";
-int nonblocking = 0;
-
-int coll_parse(const char *v)
+void verdict(unsigned k, size_t bytes, int in_place, int rc, double c0, double c1, double t0,
+             size_t wrong, size_t first, int got, int want, size_t src_changed, int quiet,
+             char *msg_out)
 {
-    static const struct {
-        const char *name, *mpi;
-        int coll;
-    } table[] = {
-        {"allreduce", "MPI_Allreduce", COLL_ALLREDUCE},
-        {"iallreduce", "MPI_Iallreduce", COLL_ALLREDUCE},
-        {"bcast", "MPI_Bcast", COLL_BCAST},
-        {"allgather", "MPI_Allgather", COLL_ALLGATHER},
-        {"allgatherv", "MPI_Allgatherv", COLL_ALLGATHERV},
-        {"alltoall", "MPI_Alltoall", COLL_ALLTOALL},
-        {"alltoallv", "MPI_Alltoallv", COLL_ALLTOALLV},
-        {"reduce", "MPI_Reduce", COLL_REDUCE},
-        {"reduce_scatter_block", "MPI_Reduce_scatter_block", COLL_REDUCE_SCATTER_BLOCK},
-        {"gather", "MPI_Gather", COLL_GATHER},
-        {"scatter", "MPI_Scatter", COLL_SCATTER},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
-        if (strcmp(v, table[i].name) == 0) {
-            coll = table[i].coll, coll_name = table[i].name, coll_mpi = table[i].mpi;
-            nonblocking = strcmp(v, "iallreduce") == 0;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-const char *class_name(int cls)
-{
-    switch (cls) {
-    case MPI_ERR_OTHER:
-        return "MPI_ERR_OTHER";
-    case MPI_ERR_INTERN:
-        return "MPI_ERR_INTERN";
-    case MPI_ERR_NO_MEM:
-        return "MPI_ERR_NO_MEM";
-    case MPI_ERR_TRUNCATE:
-        return "MPI_ERR_TRUNCATE";
-    default:
-        return "another class";
-    }
-}
-
-/*
- * The verdict of one call: other_status, and the line the driver reads (an MPI error with its
- * class, or a wrong result with its first wrong element). a2a_msg keeps the error string;
- * quiet: no error line (carrying on after an error: the driver counts the calls).
- */
-static void verdict(int rc, unsigned k, size_t bytes, int in_place, double t0, double c0, double c1,
-                    size_t wrong, size_t first, int got, int want, size_t src_changed, int quiet)
-{
+    char msg[MPI_MAX_ERROR_STRING] = "";
     other_status = ST_OK;
-    a2a_msg[0] = '\0';
     if (rc != MPI_SUCCESS) {
         int len = 0, cls = 0;
         MPI_Error_class(rc, &cls);
-        MPI_Error_string(rc, a2a_msg, &len);
+        MPI_Error_string(rc, msg, &len);
         other_status = ST_MPI_ERROR;
         if (!quiet) {
             printf("failover_loop: rank %d: MPI error in %s #%u (%zu bytes) after %.3f s in the "
                    "call, %.3f s into the loop (epoch %.6f): error class %d (%s), code %d: %s\n",
-                   rank, coll_mpi, k, bytes, c1 - c0, c1 - t0, c1, cls, class_name(cls), rc,
-                   a2a_msg);
+                   rank, coll_mpi, k, bytes, c1 - c0, c1 - t0, c1, cls, class_name(cls), rc, msg);
         }
     } else if (wrong != 0 || src_changed != 0) {
         printf("failover_loop: rank %d: WRONG RESULT in %s #%u (%zu bytes%s), %.3f s into the "
@@ -87,6 +33,9 @@ static void verdict(int rc, unsigned k, size_t bytes, int in_place, double t0, d
                rank, coll_mpi, k, bytes, in_place ? ", in place" : "", c1 - t0, wrong, first, got,
                want, src_changed);
         other_status = ST_WRONG;
+    }
+    if (msg_out != NULL) {
+        memcpy(msg_out, msg, sizeof(msg));
     }
     fflush(stdout);
 }
@@ -122,10 +71,17 @@ size_t other_call(unsigned k, size_t count, int *in, int *out, double t0, double
             memset(out, 0xa5, total * sizeof(int));
         }
         *c0 = epoch_now();
-        rc = rsb ? MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : in, out, (int)per, MPI_INT,
-                                            MPI_SUM, MPI_COMM_WORLD)
-                 : MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_INT, MPI_SUM, root,
-                              MPI_COMM_WORLD);
+        const void *send = in_place ? MPI_IN_PLACE : in;
+        MPI_Request req;
+        if (rsb && nonblocking) {
+            rc = waited(MPI_Ireduce_scatter_block(send, out, (int)per, MPI_INT, MPI_SUM,
+                                                  MPI_COMM_WORLD, &req),
+                        &req);
+        } else if (rsb) {
+            rc = MPI_Reduce_scatter_block(send, out, (int)per, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        } else {
+            rc = MPI_Reduce(send, out, (int)count, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+        }
         *c1 = epoch_now();
         const size_t check = rsb || rank == root ? per : 0;
         for (size_t i = 0; rc == MPI_SUCCESS && i < check; ++i) {
@@ -261,8 +217,8 @@ size_t other_call(unsigned k, size_t count, int *in, int *out, double t0, double
             src_changed += in[i] != val_a(i, k) + rank * val_b(i, k);
         }
     }
-    verdict(rc, k, per * sizeof(int), in_place, t0, *c0, *c1, wrong, first, out[first], want_first,
-            src_changed, 0);
+    verdict(k, per * sizeof(int), in_place, rc, *c0, *c1, t0, wrong, first,
+            wrong != 0 ? out[first] : 0, want_first, src_changed, 0, NULL);
     return per;
 }
 
@@ -291,8 +247,8 @@ static inline int val_a2a(size_t j, unsigned k, int s, int d)
  * on average): sets other_status, prints what went wrong. Returns the ints this
  * rank received.
  */
-int a2a_quiet;                      /* carrying on: no error line (the driver counts them) */
-char a2a_msg[MPI_MAX_ERROR_STRING]; /* the last call's MPI error string, "" on success */
+int a2a_quiet;
+char a2a_msg[MPI_MAX_ERROR_STRING];
 size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, double *c0, double *c1)
 {
     static int *cnt;
@@ -321,6 +277,11 @@ size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, double *
     if (v) {
         rcode = MPI_Alltoallv(in_place ? MPI_IN_PLACE : in, sc, sd, MPI_INT, out, rc, rd, MPI_INT,
                               MPI_COMM_WORLD);
+    } else if (nonblocking) {
+        MPI_Request req;
+        rcode = waited(MPI_Ialltoall(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out, (int)per,
+                                     MPI_INT, MPI_COMM_WORLD, &req),
+                       &req);
     } else {
         rcode = MPI_Alltoall(in_place ? MPI_IN_PLACE : in, (int)per, MPI_INT, out, (int)per,
                              MPI_INT, MPI_COMM_WORLD);
@@ -341,7 +302,7 @@ size_t a2a_call(unsigned k, size_t count, int *in, int *out, double t0, double *
             src_changed += in[sd[q] + j] != val_a2a((size_t)j, k, rank, q);
         }
     }
-    verdict(rcode, k, ro * sizeof(int), in_place, t0, *c0, *c1, wrong, first, out[first],
-            want_first, src_changed, a2a_quiet);
+    verdict(k, ro * sizeof(int), in_place, rcode, *c0, *c1, t0, wrong, first,
+            wrong != 0 ? out[first] : 0, want_first, src_changed, a2a_quiet, a2a_msg);
     return ro;
 }
