@@ -228,6 +228,10 @@ struct Peer {
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
     uint32_t rr = 0;
+    /* The plane the peer's last small message came on: the peer picks its small-message
+     * plane from its own weights toward us, which may differ from ours toward it, and a
+     * small receive must keep that plane polled (dr_mr_irecv), not only our own choice. */
+    int small_rx = -1;
     bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
     uint32_t w_ratios[DR_MAX_PLANES] = {};
     uint64_t w_last = 0;              /* last weight update */

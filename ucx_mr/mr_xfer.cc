@@ -466,6 +466,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     Link *l = p->links[pl->index].get();
     const uint64_t now = clock;
     pl->active_at = now;
+    if (h.type == kData && h.total <= cfg.min_stripe) {
+        p->small_rx = pl->index;
+    }
     /* Anything arriving shows the peer's direction works, except a ping: that is the peer
      * asking the same question. Counting it let two sides that both pinged a link whose
      * data went nowhere keep answering each other's doubt and never declare it down. */
@@ -756,10 +759,14 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
         }
         if (!r->complete) {
             /* Poll where the message will come (dr_mr_progress): a small one on the
-             * peer's small-message plane, a longer one possibly on every plane. */
+             * plane the peer's small messages came on (its choice: Peer::small_rx) and on
+             * ours, a longer one possibly on every plane. Left cold, the peer's plane was
+             * polled every kColdPollEvery progress calls only: after a pause of more than
+             * kHotUs (an application computing between two small allreduces) the message
+             * waited that many calls, each a wait for the scheduler on a busy core. */
             const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
             for (size_t i = 0; i < mr->planes.size(); ++i) {
-                if (small < 0 || (int)i == small) {
+                if (small < 0 || (int)i == small || (int)i == p->small_rx) {
                     mr->planes[i]->active_at = mr->clock;
                 }
             }
@@ -845,8 +852,10 @@ extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
     {
         Guard g(mr); /* arm under the lock, sleep outside it */
         for (auto &pl : mr->planes) {
-            /* BUSY: events arrived since the last progress; sleeping now would miss them. */
+            /* BUSY: events arrived since the last progress; sleeping now would miss them.
+             * The plane that has them is polled at the next progress even if it is cold. */
             if (ucp_worker_arm(pl->worker) != UCS_OK) {
+                pl->active_at = now_us();
                 return;
             }
         }
@@ -854,7 +863,17 @@ extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
     int ms = (int)(timeout * 1000 + 0.5);
     ms = ms < 1 ? 1 : ms > 10 ? 10 : ms;
     struct epoll_event ev[DR_MAX_PLANES];
-    (void)epoll_wait(mr->epfd, ev, DR_MAX_PLANES, ms);
+    const int n = epoll_wait(mr->epfd, ev, DR_MAX_PLANES, ms);
+    if (n > 0) {
+        /* What woke us is polled next, cold or not (see dr_mr_irecv). */
+        Guard g(mr);
+        const uint64_t now = now_us();
+        for (int i = 0; i < n; ++i) {
+            if (ev[i].data.u32 < mr->planes.size()) {
+                mr->planes[ev[i].data.u32]->active_at = now;
+            }
+        }
+    }
 }
 
 extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
