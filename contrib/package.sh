@@ -128,19 +128,15 @@ dpkg -L dualrail | grep -E "mca_coll_dualrail.so|libdualrail_ucx_mr.so|bin/dualr
 ompi_info 2>/dev/null | grep dualrail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_hwloc_base_binding_policy=none
-# Debian 13's launcher hands every process PMIx's component directory as Open MPI's
-# mca_base_component_path (from PMIx's pmix-mca-params.conf), so the processes it starts
-# never look in Open MPI's own directory. Only then is that directory named, and said so.
-pkglib=$(ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+# What the launcher makes its processes search (Debian 13: PMIx's plugin directory, where
+# the package links the component too; Debian 12: nothing, Open MPI's default). Only
+# reported: the job below runs with no component path, as a user's would.
 seen=$(timeout 60 mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2>/dev/null || true)
-path=()
-if [ -n "$seen" ] && [[ ":$seen:" != *":$pkglib:"* ]]; then
-    echo "component path: Open MPI's own ($pkglib): mpirun hands its processes mca_base_component_path=$seen"
-    path=(--mca mca_base_component_path "$pkglib")
-else
-    echo "component path: none"
-fi
-timeout 300 mpirun -np 2 --oversubscribe --mca pml ob1 --mca btl ^tcp "${path[@]}" \
+echo "launcher component path: ${seen:-none, the default of Open MPI}"
+for d in $(ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p') ${seen//:/ }; do
+    ls -l "$d"/mca_coll_dualrail.so 2>/dev/null || echo "no mca_coll_dualrail.so in $d"
+done
+timeout 300 mpirun -np 2 --oversubscribe --mca pml ob1 --mca btl ^tcp \
     --mca coll_dualrail_priority 100 --mca coll_dualrail_planes lo --mca coll_dualrail_verbose 1 \
     /tmp/pkg/allreduce_check --quick
 EOF
@@ -154,15 +150,16 @@ EOF
     [[ -n $why ]] || grep -q "MCA coll: dualrail" "$out" || why="ompi_info does not list coll/dualrail"
     [[ -n $why ]] || [[ $(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$out") -eq 2 ]] ||
         why="coll/dualrail did not run MPI_Allreduce on both ranks"
-    [[ -n $why ]] || grep -Eq "^[0-9]+ passed, 0 failed$" "$out" || why="allreduce_check did not pass"
+    # Not anchored at the start: a piece of a stderr line can land in front of it (tests/mpi/verdict.sh)
+    [[ -n $why ]] || grep -Eq "[0-9]+ passed, 0 failed$" "$out" || why="allreduce_check did not pass"
     local how
-    how=$(sed -n 's/^component path: //p' "$out")
+    how=$(sed -n 's/^launcher component path: //p' "$out")
     rm -f "$out"
     if [[ -n $why ]]; then
         echo "$PROG: FAIL: $(basename "$deb") in a fresh $codename root: $why"
         return 1
     fi
-    echo "$PROG: pass: $(basename "$deb") installs in a fresh $codename root and runs MPI_Allreduce on dualrail (component path: $how)"
+    echo "$PROG: pass: $(basename "$deb") installs in a fresh $codename root and runs MPI_Allreduce on dualrail with no component path (the launcher hands out: $how)"
 }
 
 rc=0

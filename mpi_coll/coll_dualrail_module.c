@@ -465,7 +465,7 @@ mca_coll_base_module_t *mca_coll_dualrail_comm_query(struct ompi_communicator_t 
         DUALRAIL_DECLINE(comm, "coll/dualrail: declining %s (cid %u): intercommunicator (the "
                          "previous component serves it)",
                          comm->c_name[0] ? comm->c_name : "a communicator",
-                         ompi_comm_get_cid(comm));
+                         mca_coll_dualrail_comm_log_id(comm));
         return NULL;
     }
     const bool world = comm == &ompi_mpi_comm_world.comm;

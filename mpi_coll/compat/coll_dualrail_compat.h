@@ -62,4 +62,16 @@ static inline bool mca_coll_dualrail_comm_cid(struct ompi_communicator_t *comm, 
     return true;
 }
 
+/* The communicator's id for a log message only (any communicator, an intercommunicator
+ * too): 4.1's ompi_comm_get_cid() does not exist in 5.0, whose process-local index is what
+ * its own messages print. Never a key: mca_coll_dualrail_comm_cid() is. */
+static inline uint32_t mca_coll_dualrail_comm_log_id(struct ompi_communicator_t *comm)
+{
+#if OMPI_MAJOR_VERSION >= 5
+    return ompi_comm_get_local_cid(comm);
+#else
+    return ompi_comm_get_cid(comm);
+#endif
+}
+
 #endif

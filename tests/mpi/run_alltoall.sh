@@ -27,6 +27,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/mpi/verdict.sh
+. "$root/tests/mpi/verdict.sh"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 mca=(--mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 --mca coll_dualrail_stats 1)
@@ -39,7 +41,7 @@ timeout 300 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node "${over[@]}" "
 cat "$out"
 fail() { echo "run_alltoall.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc"
-grep -Eq "^[0-9]+ passed, 0 failed$" "$out" || fail "the check did not pass"
+verdict_passed "$out" || fail "the check did not pass"
 world="communicator MPI_COMM_WORLD .*allreduce runs on dualrail"
 if [ "$off" -eq 1 ]; then
   n=$(grep -c "$world" "$out" || true)
