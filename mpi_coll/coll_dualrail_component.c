@@ -124,8 +124,8 @@ static int dualrail_register(void)
     cm->planes_exclude = "";
     reg("planes_exclude", "With discovery: interfaces or devices (comma-separated shell patterns) "
         "that are never planes, in addition to loopback, bridges, containers and the interfaces "
-        "in oob_tcp_if_include (btl_tcp_if_include may name the planes: the application's "
-        "point-to-point traffic may share them)", MCA_BASE_VAR_TYPE_STRING, NULL,
+        "in oob_tcp_if_include and btl_tcp_if_include (to put Open MPI's point-to-point on the "
+        "planes, name them in coll_dualrail_planes)", MCA_BASE_VAR_TYPE_STRING, NULL,
         OPAL_INFO_LVL_4, &cm->planes_exclude);
     cm->transports = "^sm,self,cma";
     reg("transports", "UCX_TLS for every plane's UCX context (network transports only)",

@@ -139,41 +139,40 @@ static void mr_log(int level, const char *msg, void *arg)
 }
 
 /*
- * The interfaces Open MPI's runtime (its out-of-band control channel) is told to use: the
- * management network, never a plane. btl_tcp_if_include is not one of them: pointing the
- * application's point-to-point traffic at the plane interfaces (as the benchmarks do, so
- * nothing crosses the management network) used to drop exactly those planes from
- * discovery, leaving the job on the management network's single "plane".
+ * The interfaces Open MPI's own runtime and point-to-point traffic are told to use
+ * (oob_tcp_if_include, btl_tcp_if_include): the management network, never a plane. An MPI
+ * process of Open MPI 4.1 does not register the oob variable (its launcher does) but finds
+ * it in its environment; under Open MPI 5 only btl_tcp_if_include reaches the process, so
+ * that is what keeps the management network out there. A job that points the
+ * point-to-point traffic at the plane interfaces must name its planes
+ * (coll_dualrail_planes): discovery would leave those interfaces out.
  */
 static void runtime_interfaces(char *buf, size_t len)
 {
+    static const char *const vars[][3] = {{"orte", "oob", "tcp"}, {"opal", "btl", "tcp"}};
+    static const char *const envs[] = {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"};
     buf[0] = '\0';
-    const char *value = NULL;
-    /* An MPI process does not register the oob framework's variables (its launcher does), so
-     * the setting is read from where mpirun passes it on: the environment. */
-    int idx = mca_base_var_find("orte", "oob", "tcp", "if_include");
-    const char **v = NULL;
-    if (idx >= 0 && mca_base_var_get_value(idx, &v, NULL, NULL) == OPAL_SUCCESS && v != NULL &&
-        *v != NULL && **v != '\0') {
-        value = *v;
-    }
-    static const char *const envs[] = {"OMPI_MCA_oob_tcp_if_include",
-                                       "PRTE_MCA_oob_tcp_if_include"};
-    for (size_t i = 0; value == NULL && i < sizeof(envs) / sizeof(envs[0]); ++i) {
-        const char *e = getenv(envs[i]);
-        if (e != NULL && *e != '\0') {
-            value = e;
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
+        int idx = mca_base_var_find(vars[i][0], vars[i][1], vars[i][2], "if_include");
+        const char **v = NULL;
+        const char *value = NULL;
+        if (idx >= 0 && mca_base_var_get_value(idx, &v, NULL, NULL) == OPAL_SUCCESS && v != NULL &&
+            *v != NULL && **v != '\0') {
+            value = *v;
+        } else if (getenv(envs[i]) != NULL && *getenv(envs[i]) != '\0') {
+            value = getenv(envs[i]);
         }
-    }
-    if (value != NULL) {
-        snprintf(buf, len, "%s", value);
+        if (value != NULL) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, len - n, "%s%s", n ? "," : "", value);
+        }
     }
 }
 
 /*
  * No plane list given: group this node's devices into planes (ucx_mr/topo).
- * Interfaces the MPI runtime's control channel is pinned to
- * (oob_tcp_if_include), and coll_dualrail_planes_exclude, never become planes. The signature goes through the job-wide agreement.
+ * Interfaces the MPI runtime is pinned to, and coll_dualrail_planes_exclude,
+ * never become planes. The signature goes through the job-wide agreement.
  */
 static int discover_planes(char *planes, size_t len, char *sig, size_t siglen)
 {

@@ -211,12 +211,11 @@ std::string plane_text(const Env &e, int l)
 
 /* ------------------------------------------------------------------ planes */
 
-/* Interfaces the MPI runtime's control channel is pinned to are the management network, never
- * a plane (as the component's discovery: btl_tcp_if_include may name the planes). */
+/* Interfaces the MPI runtime is pinned to are the management network, never a plane. */
 std::vector<std::string> runtime_interfaces(const std::vector<dr_topo_ifaddr_t> &ifs)
 {
     std::vector<std::string> out;
-    for (const char *var : {"OMPI_MCA_oob_tcp_if_include", "PRTE_MCA_oob_tcp_if_include"}) {
+    for (const char *var : {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"}) {
         const char *v = getenv(var);
         if (v == nullptr) {
             continue;

@@ -12,18 +12,14 @@
 # --device runs the component with the host stand-in as its GPU
 # (coll_dualrail_gpu_standin; pass --device to allreduce_check too) and checks
 # that every rank staged device buffers on every communicator it used.
-# --p2p-on-planes puts Open MPI's own point-to-point on the plane interfaces
-# (pml ob1, btl_tcp_if_include ethA,ethB) with the planes left to discovery:
-# every rank must still discover both planes, ethA and ethB.
 #   run_allreduce.sh BINARY NP [--stock] [--oversubscribe] [--mismatch PLANES] [--stats]
 #                    [--device] [--weights VALUE [--share0 S]] [--bad-weights VALUE]
-#                    [--p2p-on-planes] [-- args...]
+#                    [-- args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-stock=0 over=() mismatch='' stats=0 device=0 weights='' share0='' bad_weights='' p2p=0
+stock=0 over=() mismatch='' stats=0 device=0 weights='' share0='' bad_weights=''
 while [ $# -gt 0 ]; do
   case "$1" in
-    --p2p-on-planes) p2p=1 ;;
     --stock) stock=1 ;;
     --oversubscribe) over=(--oversubscribe) ;;
     --stats) stats=1 ;;
@@ -48,7 +44,6 @@ mca=(--mca coll_dualrail_verbose 1)
 [ "$device" -eq 0 ] || mca+=(--mca coll_dualrail_gpu_standin 1)
 [ -z "$weights" ] || mca+=(--mca coll_dualrail_weights "$weights")
 [ -z "$bad_weights" ] || mca+=(--mca coll_dualrail_weights "$bad_weights")
-[ "$p2p" -eq 0 ] || mca+=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
 rc=0
 if [ -n "$mismatch" ]; then
   # The last rank gets its own plane list from a wrapper that reads its rank, not from a
@@ -93,10 +88,6 @@ elif [ "$stock" -eq 1 ]; then
 else
   n=$(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$out" || true)
   [ "$n" -eq "$np" ] || fail "coll/dualrail ran on $n of $np ranks"
-  if [ "$p2p" -eq 1 ]; then
-    n=$(grep -c "coll/dualrail: rank [0-9]*: discovered planes ethA,ethB " "$out" || true)
-    [ "$n" -eq "$np" ] || fail "with btl_tcp_if_include ethA,ethB, $n of $np ranks discovered planes ethA,ethB"
-  fi
   # Module counters at communicator free: calls reached it, and the fallback cases went through.
   grep -Eq "MPI_COMM_WORLD \(cid 0\): [0-9]+ allreduce call\(s\), [1-9][0-9]* handed to the previous module" "$out" ||
     fail "no evidence that allreduce calls reached coll/dualrail and the fallback cases the previous module"
