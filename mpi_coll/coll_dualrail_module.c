@@ -155,14 +155,12 @@ static void runtime_interfaces(char *buf, size_t len)
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
         int idx = mca_base_var_find(vars[i][0], vars[i][1], vars[i][2], "if_include");
         const char **v = NULL;
-        const char *value = NULL;
+        const char *value = getenv(envs[i]);
         if (idx >= 0 && mca_base_var_get_value(idx, &v, NULL, NULL) == OPAL_SUCCESS && v != NULL &&
             *v != NULL && **v != '\0') {
             value = *v;
-        } else if (getenv(envs[i]) != NULL && *getenv(envs[i]) != '\0') {
-            value = getenv(envs[i]);
         }
-        if (value != NULL) {
+        if (value != NULL && *value != '\0') {
             size_t n = strlen(buf);
             snprintf(buf + n, len - n, "%s%s", n ? "," : "", value);
         }
