@@ -157,6 +157,17 @@ expect_rc "bad option" 2
 expect "bad option: said why" badopt "out-of-range value"
 run badplanes --planes 'ethA,'
 expect_rc "bad plane list" 2
+# The status leaves through rank 0 alone (the launcher of Debian 13 could crash tearing
+# down a job whose ranks all failed at once): each rank's own status, recorded by a shell
+# around it, is 2 on rank 0 and 0 on the others.
+rm -f "$WORK/rank_rc."*
+# shellcheck disable=SC2016  # expanded by the shell on each node
+timeout 240 "$LAB" mpirun -np 3 --map-by ppr:1:node sh -c \
+    '"$0" --bw-tolerance 2 >/dev/null 2>&1; echo $? > "$1/rank_rc.$OMPI_COMM_WORLD_RANK"' \
+    "$CHECK" "$WORK" >/dev/null 2>&1
+per_rank=$(cat "$WORK/rank_rc.0" "$WORK/rank_rc.1" "$WORK/rank_rc.2" 2>/dev/null | tr '\n' ' ')
+if [[ $per_rank == "2 0 0 " ]]; then ok "bad option: only rank 0 exits 2"; else
+    bad "bad option: per-rank exit status '$per_rank', expected '2 0 0 '"; fi
 if ! lab up --nodes 4 --miscable 4 >/dev/null 2>&1; then ok "lab up rejects --miscable 4 on 4 nodes"; else
     bad "lab up accepted --miscable 4 on 4 nodes"; fi
 if ! lab up --nodes 2 --miscable x >/dev/null 2>&1; then ok "lab up rejects --miscable x"; else
