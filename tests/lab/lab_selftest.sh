@@ -209,6 +209,15 @@ if command -v mpirun >/dev/null 2>&1; then
     echo "  (mpirun hostnames: $(echo "$hosts" | tr '\n' ' '))"
     check "mpirun -np 3 --map-by node hostname: node0 node1 node2" \
         test "$(echo "$hosts" | sort | tr '\n' ' ')" = "node0 node1 node2 "
+    # The lab's nodes share this machine's cores: a rank bound to a core would time-slice
+    # it with the other nodes' ranks (Open MPI 5's launcher binds a job of 2 ranks or
+    # fewer to a core by default, core 0 on every node; 3 or more to a package). Each
+    # rank may run on every core the machine has.
+    allowed=$(timeout 90 "$LAB" mpirun -np 2 --map-by node \
+        sh -c 'sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status' 2>>"$WORK/mpirun.err" |
+        sort -u | tr '\n' ' ')
+    check "mpirun leaves the ranks unbound (all $(nproc --all) cores: $allowed)" \
+        test "$allowed" = "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status) "
     if command -v mpicc >/dev/null 2>&1; then
         cat >"$WORK/pp.c" <<'EOF'
 #include <mpi.h>
