@@ -57,7 +57,8 @@ usage: lab.sh COMMAND [ARGS]
   mpirun ARGS...          Open MPI mpirun started inside node 0 across the
                           nodes (hostfile, rsh agent, ethM-only runtime and
                           btl_tcp, ${DUALRAIL_BUILD_DIR:-build}/mpi_coll first
-                          in the component path)
+                          in the component path, --bind-to none unless ARGS
+                          bind: the nodes share this machine's cores)
   fault NODE PLANE KIND   inject a fault on NODE's plane a|b; KIND is
                             down       link down (ip link set ethX down)
                             blackhole  drop everything leaving and entering
