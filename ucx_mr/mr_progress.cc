@@ -1,0 +1,205 @@
+/*
+ * ucx_mr progress and completion: the public calls that drive the planes and
+ * report on requests (dr_mr_progress, dr_mr_wait_event, dr_mr_test, dr_mr_wait,
+ * dr_mr_cancel, dr_mr_req_free, dr_mr_unacked_copies). The data path they drive
+ * is in mr_xfer.cc, the health rules the watchdog applies in mr_health.cc.
+ *
+ * Progress polls the hot planes in turns (a cold one every kColdPollEvery
+ * calls), then runs what the callbacks deferred, the owed acknowledgements,
+ * the control queue, every 2 ms the watchdog and the weights, and re-issues
+ * queued segments; waiting spins briefly and then sleeps on the planes'
+ * event descriptors.
+ */
+#include <sys/epoll.h>
+
+#include "mr_internal.hpp"
+
+using namespace dualrail::mr;
+
+extern "C" int dr_mr_progress(dr_mr_t *mr)
+{
+    Guard g(mr); /* any thread may progress; one at a time, for this call only */
+    int events = 0;
+    mr->clock = now_us();
+    /* The polled planes take turns (each until it has nothing more, at most 64 rounds,
+     * and no further once a round finished a request: its waiter wants to know now, and
+     * one more round is one more system call per polled plane before it does):
+     * draining one plane first delayed the other's arrivals by a whole burst, and the
+     * delivery spans the weights are learned from (mr_weights.cc) read that as a slower
+     * plane. A cold plane (nothing of ours in UCX, nothing sent or seen for kHotUs) is
+     * polled every kColdPollEvery calls only. */
+    const bool all = ++mr->polls % kColdPollEvery == 0;
+    bool active[DR_MAX_PLANES];
+    const size_t np = mr->planes.size();
+    for (size_t k = 0; k < np; ++k) {
+        const Plane *pl = mr->planes[k].get();
+        active[k] = all || pl->ops_out != 0 || mr->clock - pl->active_at <= kHotUs;
+    }
+    const uint64_t finished = mr->finished;
+    for (int i = 0, more = 1; i < 64 && more && mr->finished == finished; ++i) {
+        more = 0;
+        for (size_t k = 0; k < np; ++k) {
+            if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
+                ++events;
+                more = 1;
+            } else {
+                active[k] = false;
+            }
+        }
+    }
+    mr->reap_closing();
+    mr->handle_deferred();
+    const uint64_t now = mr->clock;
+    if (mr->owed_total != 0) {
+        mr->ack_flush(false, now);
+    }
+    mr->ctrl_flush();
+    if (now - mr->last_watchdog >= 2000) {
+        mr->last_watchdog = now;
+        mr->watchdog(now);
+        mr->ctrl_flush();
+        mr->weights_tick(now);
+    }
+    for (size_t pi = 0; pi < mr->peers.size(); ++pi) {
+        Peer *p = mr->peers[pi].get();
+        if (p == nullptr || (p->sends.empty() && p->recvs.empty())) {
+            continue;
+        }
+        for (size_t i = 0; i < mr->planes.size(); ++i) {
+            Link *l = p->links[i].get();
+            if (!l->queue.empty()) {
+                mr->issue(l);
+            }
+        }
+        mr->sweep(p);
+    }
+    return events;
+}
+
+extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
+{
+    if (mr == nullptr || mr->epfd < 0 || timeout <= 0) {
+        return;
+    }
+    {
+        Guard g(mr); /* arm under the lock, sleep outside it */
+        for (auto &pl : mr->planes) {
+            /* BUSY: events arrived since the last progress; sleeping now would miss them.
+             * The plane that has them is polled at the next progress even if it is cold. */
+            if (ucp_worker_arm(pl->worker) != UCS_OK) {
+                pl->active_at = now_us();
+                return;
+            }
+        }
+    }
+    int ms = (int)(timeout * 1000 + 0.5);
+    ms = ms < 1 ? 1 : ms > 10 ? 10 : ms;
+    struct epoll_event ev[DR_MAX_PLANES];
+    const int n = epoll_wait(mr->epfd, ev, DR_MAX_PLANES, ms);
+    if (n > 0) {
+        /* What woke us is polled next, cold or not (see dr_mr_irecv). */
+        Guard g(mr);
+        const uint64_t now = now_us();
+        for (int i = 0; i < n; ++i) {
+            if (ev[i].data.u32 < mr->planes.size()) {
+                mr->planes[ev[i].data.u32]->active_at = now;
+            }
+        }
+    }
+}
+
+extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
+{
+    if (req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr); /* another thread's progress writes the request's state */
+    Req *r = req;
+    if (r->is_send && !r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
+        r->complete = true;
+    }
+    if (!r->complete && !(r->copied && r->status == DR_OK)) {
+        return DR_INPROGRESS;
+    }
+    if (len != nullptr) {
+        *len = (size_t)(r->is_send ? r->len : r->received);
+    }
+    return r->status;
+}
+
+extern "C" dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *len)
+{
+    const uint64_t start = now_us();
+    const uint64_t limit = timeout < 0 ? UINT64_MAX : (uint64_t)(timeout * 1e6);
+    unsigned idle = 0;
+    for (;;) {
+        dr_status_t st = dr_mr_test(mr, req, len);
+        if (st != DR_INPROGRESS) {
+            return st;
+        }
+        if (now_us() - start > limit) {
+            return DR_ERR_TIMEOUT;
+        }
+        if (dr_mr_progress(mr) == 0) {
+            /* Spin briefly (latency), then sleep on the planes' descriptors: several
+             * processes share a core in the lab, and the network stack needs it too. */
+            if (++idle > 64) {
+                dr_mr_wait_event(mr, 0.001);
+            }
+        } else {
+            idle = 0;
+        }
+    }
+}
+
+extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
+{
+    if (mr == nullptr || req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr);
+    Req *r = req;
+    if (r->complete || r->copied) {
+        return DR_OK; /* a copied send is complete for its caller */
+    }
+    if (r->is_send) {
+        return DR_ERR_INVALID;
+    }
+    /* Receives are copied out inside UCX callbacks, so nothing else refers to buf. */
+    r->status = DR_ERR_CANCELED;
+    r->complete = true;
+    return DR_OK;
+}
+
+extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
+{
+    if (mr == nullptr || req == nullptr) {
+        return;
+    }
+    Guard g(mr);
+    Req *r = req;
+    if (!r->complete && r->copied) {
+        r->released = true; /* sweep() recycles it once acknowledged (or failed) */
+        return;
+    }
+    if (!r->complete) {
+        /* Freeing a running request would leave UCX reading a buffer the caller reuses. */
+        mr->log(DR_LOG_WARN, "dr_mr_req_free on a running request (peer %u, key %llu) ignored",
+                r->peer, (unsigned long long)r->key);
+        return;
+    }
+    mr->recycle(r);
+}
+
+extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)
+{
+    Guard g(mr);
+    size_t n = 0;
+    for (size_t pi = 0; mr != nullptr && pi < mr->peers.size(); ++pi) {
+        const Peer *p = mr->peers[pi].get();
+        for (size_t i = 0; p != nullptr && i < p->sends.size(); ++i) {
+            n += p->sends[i]->copied && !p->sends[i]->complete ? 1 : 0;
+        }
+    }
+    return n;
+}
