@@ -237,7 +237,7 @@ struct Loop {
                  * watchdog re-sends them and answers the others' probes. Without it a
                  * black hole that caught them left every other rank waiting for TCP to
                  * retransmit after the heal (3.5 s and more), no plane ever declared
-                 * lost (1 run in 8 failed so). */
+                 * lost (3 runs in 18 failed so on Debian 13). */
                 dr_mr_progress(mr);
                 usleep(1000);
             }
