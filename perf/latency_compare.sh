@@ -10,7 +10,8 @@
 #
 # Configurations (same OSU-style benchmark binary, MPI_FLOAT / MPI_SUM):
 #   dualrail-1   coll/dualrail on plane A only (its allreduce only: the benchmark's
-#                barrier and broadcast go to the previous component in every run)
+#                barrier and broadcast go to the previous component in every run,
+#                over the ob1-tcp run's point-to-point on both planes)
 #   dualrail-2   coll/dualrail on planes A and B
 #   ob1-tcp      pml ob1, btl tcp over both plane interfaces, coll tuned
 #   ucx          pml ucx, UCX_NET_DEVICES=ethA,ethB, coll tuned
@@ -72,8 +73,13 @@ bench_args=(-m "$sizes")
 [ -z "$iters" ] || bench_args+=(-i "$iters")
 # The benchmark's barrier and stop-flag broadcast between calls stay with the previous
 # component, as in the stock and "before" runs, so that only the allreduce differs (a
-# barrier's exit skew lands in the timed call).
-dr=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0)
+# barrier's exit skew lands in the timed call). Under the component that previous path is
+# the ob1-tcp run's own (pml ob1, btl tcp over both planes): left to the lab's default it
+# ran over the management network (btl tcp on ethM), a different path from every stock
+# run's, and the dualrail runs read 1-3 us slower at every small size for it (5 interleaved
+# runs each, 8 B .. 2 KiB: 22-27 us on ethM, 20-22 us on the planes).
+dr=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0
+    --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
 names=(dualrail-1 dualrail-2 ob1-tcp ucx)
 [ -z "$baseline" ] || names+=(before)
 opts() { # the mpirun options of a configuration

@@ -42,10 +42,7 @@ dr_status_t abort_status(int32_t code)
 
 } // namespace
 
-Engine::Engine(Transport &t, const Params &p, const char *algo)
-    : t_(t), p_(p), algo_(algo), last_(std::chrono::steady_clock::now())
-{
-}
+Engine::Engine(Transport &t, const Params &p, const char *algo) : t_(t), p_(p), algo_(algo) {}
 
 Engine::~Engine() = default;
 
@@ -171,14 +168,20 @@ dr_status_t Engine::stalled(int peer, uint32_t step)
     const int events = t_.progress();
     if (completions_ != seen_) {
         seen_ = completions_;
-        last_ = std::chrono::steady_clock::now();
+        since_set_ = false;
         idle_spins_ = 0;
         polls_ = 0;
     } else if ((++polls_ & (kClockEvery - 1)) == 0) {
-        /* The clock is read every kClockEvery polls only: a short wait (a small message)
-         * takes a few polls, and both limits below are milliseconds or more. */
-        const double waited =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
+        /* The clock is read every kClockEvery polls only, and the inactivity span starts
+         * at the first reading after a completion (or after the start): a short wait (a
+         * small message) takes a few polls and reads no clock at all, and both limits
+         * below are milliseconds or more, so starting a few polls late changes nothing. */
+        const auto now = std::chrono::steady_clock::now();
+        if (!since_set_) {
+            last_ = now;
+            since_set_ = true;
+        }
+        const double waited = std::chrono::duration<double>(now - last_).count();
         if (!listening_ && waited >= kAbortListenAfter) {
             listen();
         }

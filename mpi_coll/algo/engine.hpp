@@ -210,7 +210,8 @@ class Engine {
     uint64_t seen_ = 0;
     unsigned idle_spins_ = 0;
     unsigned polls_ = 0;
-    std::chrono::steady_clock::time_point last_;
+    std::chrono::steady_clock::time_point last_; /* start of the current inactivity span */
+    bool since_set_ = false;                     /* last_ read since the last completion */
     dr_status_t status_ = DR_OK;
     std::string error_;
     const char *scratch_ = nullptr;
