@@ -37,7 +37,7 @@ usage() {
 usage: lab.sh COMMAND [ARGS]
 
   up [--nodes N] [--rate R | --rate-a R --rate-b R] [--tcp-retries2 N]
-     [--mtu BYTES] [--miscable NODE]
+     [--mtu BYTES] [--miscable NODE] [--cc NAME]
                           (re)create the lab: N nodes (2..16, default 4);
                           optional tc rate caps (tc syntax: 1gbit, 500mbit)
                           on both directions of each node's plane links;
@@ -48,7 +48,9 @@ usage: lab.sh COMMAND [ARGS]
                           --miscable NODE wires NODE's ethA to plane B's
                           bridge and its ethB to plane A's (addresses
                           unchanged: a swapped cable pair, for wiring
-                          checks); its planes are then not waited for
+                          checks); its planes are then not waited for;
+                          --cc sets the nodes' TCP congestion control
+                          (default $DUALRAIL_LAB_CC, else reno: see cmd_up)
   down                    remove everything the lab made (idempotent)
   status                  nodes, addresses, link states, caps and faults
   nodes                   print the node count of the running lab
@@ -103,7 +105,7 @@ ns_exists() { [[ -e /run/netns/$1 ]]; }
 ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE='' ST_MTU=''
 load_state() {
     local k v
-    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE='' ST_MTU=''
+    ST_NODES='' ST_RATE_A='' ST_RATE_B='' ST_TCP_RETRIES2='' ST_MISCABLE='' ST_MTU='' ST_CC=''
     [[ -f $RUN/state ]] || return 0
     while IFS='=' read -r k v; do
         case $k in
@@ -113,6 +115,7 @@ load_state() {
             TCP_RETRIES2) ST_TCP_RETRIES2=$v ;;
             MISCABLE) ST_MISCABLE=$v ;;
             MTU) ST_MTU=$v ;;
+            CC) ST_CC=$v ;;
         esac
     done <"$RUN/state"
 }
@@ -306,7 +309,15 @@ cmd_down() {
 # ---------------------------------------------------------------- up
 
 cmd_up() {
-    local nodes=4 rate_a='' rate_b='' retries2='' miscable='' mtu=1500 i p
+    # TCP congestion control of every node: fixed, so that the lab's figures do not depend
+    # on the host's default (this project's machine has bbr, Debian's default is cubic).
+    # reno because a network namespace may only pick from the host's
+    # tcp_allowed_congestion_control, which always holds reno (cubic was refused here), and
+    # at the lab's round-trip times (tens of microseconds) cubic runs in its Reno-friendly
+    # region anyway. bbr under a tbf cap left a 500 Mbit/s plane 10-20% idle whenever
+    # several connections shared it (alltoall: 0.82-0.86 of the payload limit on one plane
+    # and on two, 0.99 with reno and one connection per link direction).
+    local nodes=4 rate_a='' rate_b='' retries2='' miscable='' mtu=1500 cc=${DUALRAIL_LAB_CC:-reno} i p
     while (($#)); do
         case $1 in
             --nodes|-n) [[ $# -ge 2 ]] || die "--nodes needs a value"; nodes=$2; shift 2 ;;
@@ -323,6 +334,8 @@ cmd_up() {
             --mtu=*) mtu=${1#*=}; shift ;;
             --miscable) [[ $# -ge 2 ]] || die "--miscable needs a node"; miscable=$2; shift 2 ;;
             --miscable=*) miscable=${1#*=}; shift ;;
+            --cc) [[ $# -ge 2 ]] || die "--cc needs a value"; cc=$2; shift 2 ;;
+            --cc=*) cc=${1#*=}; shift ;;
             *) die "up: unknown option '$1'" ;;
         esac
     done
@@ -334,10 +347,16 @@ cmd_up() {
     [[ -z $retries2 ]] || { is_uint "$retries2" && ((retries2 <= 255)); } ||
         die "bad --tcp-retries2 '$retries2' (0..255)"
     { is_uint "$mtu" && ((mtu >= 1280 && mtu <= 9000)); } || die "bad --mtu '$mtu' (1280..9000)"
+    [[ $cc =~ ^[a-z0-9_]+$ ]] || die "bad --cc '$cc' (a congestion control name, e.g. reno)"
     [[ -z $miscable ]] || { is_uint "$miscable" && ((miscable < nodes)); } ||
         die "bad --miscable '$miscable' (a node: 0..$((nodes - 1)))"
     need_root
     need_tools ip tc iptables nsenter unshare ping mount umount flock sysctl
+    # Checked before the old lab goes: a namespace may only take what the host allows.
+    local allowed
+    allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control 2>/dev/null || true)
+    [[ " $allowed " == *" $cc "* ]] ||
+        die "--cc $cc: not available to a network namespace here (allowed: ${allowed:-unknown})"
     take_lock
 
     do_down
@@ -354,6 +373,7 @@ cmd_up() {
         echo "TCP_RETRIES2=$retries2"
         echo "MISCABLE=$miscable"
         echo "MTU=$mtu"
+        echo "CC=$cc"
     } >"$RUN/state"
     load_state
 
@@ -405,6 +425,9 @@ cmd_up() {
         )
         [[ -z $retries2 ]] || sysctls+=("net.ipv4.tcp_retries2=$retries2")
         ip netns exec "$ns" sysctl -q -w "${sysctls[@]}" >/dev/null
+        ip netns exec "$ns" sysctl -q -w "net.ipv4.tcp_congestion_control=$cc" >/dev/null 2>&1 ||
+            die "--cc $cc: not available to a network namespace here (allowed:" \
+                "$(ip netns exec "$ns" sysctl -n net.ipv4.tcp_allowed_congestion_control 2>/dev/null))"
         {
             echo "link set lo up"
             for p in m a b; do
@@ -569,6 +592,7 @@ cmd_status() {
     echo "lab $PREFIX: up, $n nodes (switch namespace $SW; bridges brM brA brB)"
     echo "caps: plane a ${ST_RATE_A:-none}, plane b ${ST_RATE_B:-none} (configured; live qdiscs below)"
     [[ -z $ST_TCP_RETRIES2 ]] || echo "tcp_retries2: $ST_TCP_RETRIES2"
+    [[ -z $ST_CC ]] || echo "tcp congestion control: $ST_CC"
     [[ -z $ST_MTU || $ST_MTU == 1500 ]] || echo "plane mtu: $ST_MTU"
     [[ -z $ST_MISCABLE ]] ||
         echo "mis-cabled: node$ST_MISCABLE (its ethA is on plane B's bridge, its ethB on plane A's)"
