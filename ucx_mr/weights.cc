@@ -37,6 +37,15 @@ constexpr double kAlphaUp = 0.25;
 /* The first samples after (re-)admission replace the cautious start quickly. */
 constexpr double kAlphaFirst = 0.5;
 constexpr uint32_t kFirstSamples = 4;
+/* A link at its cautious start (no sample since its (re-)admission) climbs faster where it
+ * has room: a balance sample that finds it well early moves it as far as finishing with the
+ * reference would need, and spare-capacity growth steps at every update that delivered
+ * something, by how much earlier it finished; both at least x1.5 (kGrowFirst) and at most
+ * this factor a step. Growing x1.5 per balance sample (8 messages or 250 ms) and per two
+ * updates with bytes left a plane re-admitted under an alltoall, whose links see a message
+ * per call, below 0.9x of two planes for 4.8-5.6 s after the heal on the lab (1.9 s with
+ * both steps, 0.9 s with equal weights); the allreduce ring's 1.9 s was 1.3-1.9 s after. */
+constexpr double kBalFirstJump = 4.0;
 /* Balance (a link too short to time, beside a timed one). A sample is the median of this
  * many messages (a finish is read when the receiver progresses: on a busy machine single
  * ones are off by a millisecond or more, a tenth of a stripe's time). */
@@ -349,9 +358,12 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
                 l->spare = 0;
                 sampled[i] = balanced[i] = 1;
                 if (l->samples == 0 && d > kBalSpare) {
-                    /* The cautious start of a re-admitted link with room to spare: grown
-                     * as growth does (compounding, x1.5). */
-                    l->bal_ratio = std::max(l->rate / ref_rate, split) * kGrowFirst;
+                    /* The cautious start of a re-admitted link with room to spare: towards
+                     * finishing with the reference (its time scaled by 1 - d), by at least
+                     * what growth takes (x1.5) and at most kBalFirstJump. */
+                    const double from = std::max(l->rate / ref_rate, split);
+                    const double to = d < 1 ? split / (1 - d) : from * kBalFirstJump;
+                    l->bal_ratio = std::min(std::max(to, from * kGrowFirst), from * kBalFirstJump);
                     continue;
                 }
                 /* Towards finishing with the reference: the link's time scaled by
@@ -449,7 +461,14 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
             l->spare = 0;
             continue;
         }
-        if (++l->spare >= kSpareUpdates) {
+        /* At its cautious start a link grows at every update that delivered something,
+         * by how much earlier it finished (the square root of the finishes' ratio: they
+         * count from the message's first arrival, which shrinks the smaller one; at least
+         * kGrowFirst, at most kBalFirstJump): where a link sees a message only now and then
+         * (an alltoall: one per call), two such updates per x1.5 step took 2.2 s of the
+         * model's sparse return (unit_weights), 0.18 s so. */
+        const bool first = l->samples == 0;
+        if (++l->spare >= (first ? 1u : kSpareUpdates)) {
             l->spare = 0;
             /* Never measured: it counts as the best other one (shares_from_rates), so
              * it grows from there. */
@@ -457,7 +476,14 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
             if (base <= 0) {
                 continue;
             }
-            double r = base * (l->samples == 0 ? kGrowFirst : kGrow);
+            double step = kGrow;
+            if (first) {
+                const double early = l->tick_busy_us > 0
+                                         ? std::sqrt((double)other_busy / (double)l->tick_busy_us)
+                                         : kBalFirstJump;
+                step = std::min(std::max(early, kGrowFirst), kBalFirstJump);
+            }
+            double r = base * step;
             if (other_best > 0 && r > kGrowCap * other_best) {
                 r = kGrowCap * other_best;
             }
