@@ -315,8 +315,8 @@ cmd_up() {
     # tcp_allowed_congestion_control, which always holds reno (cubic was refused here), and
     # at the lab's round-trip times (tens of microseconds) cubic runs in its Reno-friendly
     # region anyway. bbr under a tbf cap left a 500 Mbit/s plane 10-20% idle whenever
-    # several connections shared it (alltoall: 0.82-0.86 of the payload limit on one plane
-    # and on two, 0.99 with reno and one connection per link direction).
+    # several connections shared it (alltoall: 0.84-0.86 of the payload limit on two planes,
+    # 0.85-0.88 on one; 0.99 with reno and one connection per link direction).
     local nodes=4 rate_a='' rate_b='' retries2='' miscable='' mtu=1500 cc=${DUALRAIL_LAB_CC:-reno} i p
     while (($#)); do
         case $1 in
