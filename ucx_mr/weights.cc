@@ -124,6 +124,13 @@ constexpr double kSettleBand = 0.04;
 constexpr uint32_t kSettleUpdates = 20;
 
 /* The median of v[0..m-1], m >= 1 (v is sorted in place). */
+/* One step of a link's cautious start (kBalFirstJump): the factor wanted, kept within
+ * kGrowFirst .. kBalFirstJump. */
+double first_step(double want)
+{
+    return std::clamp(want, kGrowFirst, kBalFirstJump);
+}
+
 double median(double *v, uint32_t m)
 {
     std::sort(v, v + m);
@@ -362,8 +369,8 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
                      * finishing with the reference (its time scaled by 1 - d), by at least
                      * what growth takes (x1.5) and at most kBalFirstJump. */
                     const double from = std::max(l->rate / ref_rate, split);
-                    const double to = d < 1 ? split / (1 - d) : from * kBalFirstJump;
-                    l->bal_ratio = std::min(std::max(to, from * kGrowFirst), from * kBalFirstJump);
+                    l->bal_ratio =
+                        from * first_step(d < 1 ? split / (1 - d) / from : kBalFirstJump);
                     continue;
                 }
                 /* Towards finishing with the reference: the link's time scaled by
@@ -476,13 +483,11 @@ extern "C" int dr_weights_update(dr_wlink_t *links, int n, uint64_t tick_us)
             if (base <= 0) {
                 continue;
             }
-            double step = kGrow;
-            if (first) {
-                const double early = l->tick_busy_us > 0
-                                         ? std::sqrt((double)other_busy / (double)l->tick_busy_us)
-                                         : kBalFirstJump;
-                step = std::min(std::max(early, kGrowFirst), kBalFirstJump);
-            }
+            const double step =
+                !first ? kGrow
+                       : first_step(l->tick_busy_us > 0
+                                        ? std::sqrt((double)other_busy / (double)l->tick_busy_us)
+                                        : kBalFirstJump);
             double r = base * step;
             if (other_best > 0 && r > kGrowCap * other_best) {
                 r = kGrowCap * other_best;

@@ -241,20 +241,26 @@ static void test_plane_crawls_or_stops(void **state)
     assert_true(s.l[1].share == before && s.l[0].rate > 0);
 }
 
+/* Plane B goes down (plane A takes everything), stays down for a second, is re-admitted. */
+static void sim_plane_b_returns(sim_t *s)
+{
+    dr_weights_link_down(&s->l[1]);
+    dr_weights_reshare(s->l, 2);
+    assert_true(s->l[1].share == 0 && s->l[0].share == 1.0);
+    (void)sim_run(s, 1, 0, 0);
+    dr_weights_link_readmit(&s->l[1], s->l, 2);
+    dr_weights_reshare(s->l, 2);
+    /* Cautious: back at a small share, not at its old half. */
+    assert_true(s->l[1].share > 0 && s->l[1].share < 1.6 / (DR_WEIGHTS_READMIT + 1));
+}
+
 static void test_plane_returns(void **state)
 {
     (void)state;
     sim_t s;
     sim_init(&s, 62.5 * MBPS, 62.5 * MBPS);
     (void)sim_run(&s, 1, 0, 0);
-    dr_weights_link_down(&s.l[1]);
-    dr_weights_reshare(s.l, 2);
-    assert_true(s.l[1].share == 0 && s.l[0].share == 1.0);
-    (void)sim_run(&s, 1, 0, 0);
-    dr_weights_link_readmit(&s.l[1], s.l, 2);
-    dr_weights_reshare(s.l, 2);
-    /* Cautious: back at a small share, not at its old half. */
-    assert_true(s.l[1].share > 0 && s.l[1].share < 1.6 / (DR_WEIGHTS_READMIT + 1));
+    sim_plane_b_returns(&s);
     double at = sim_run(&s, 3, 125 * MBPS, 0.9);
     assert_true(at >= 0 && at <= 1.5);
     assert_true(s.l[1].share > 0.42 && s.l[1].share < 0.58);
@@ -276,12 +282,7 @@ static void test_plane_returns_sparse(void **state)
     s.gap = 0.11;
     (void)sim_run(&s, 2, 0, 0);
     assert_int_equal(s.changes, 0);
-    dr_weights_link_down(&s.l[1]);
-    dr_weights_reshare(s.l, 2);
-    (void)sim_run(&s, 1, 0, 0);
-    dr_weights_link_readmit(&s.l[1], s.l, 2);
-    dr_weights_reshare(s.l, 2);
-    assert_true(s.l[1].share > 0 && s.l[1].share < 1.6 / (DR_WEIGHTS_READMIT + 1));
+    sim_plane_b_returns(&s);
     /* 0.9x of two planes needs the larger stripe at most 0.5 / 0.9 of a message. */
     double back = -1;
     for (int k = 0; k < (int)(4e6 / TICK_US) && back < 0; ++k) {
