@@ -12,8 +12,9 @@
  * Stall rule (silent black holes, which TCP reports only after minutes): a
  * busy link silent for probe_interval is pinged. It is declared down when it
  * stays silent for stall_timeout *after another plane of the same peer has
- * answered* — a peer that is merely busy (not progressing) answers on no plane
- * and so is never blamed on one. A link that is only slow keeps completing
+ * answered* and again at least half a stall period later — a peer that is merely
+ * busy (not progressing) answers on no plane, or answered once and went quiet on
+ * all, and so is never blamed on one. A link that is only slow keeps completing
  * sends and receiving data, which counts as progress.
  *
  * Every peer silent on all planes for peer_timeout fails the peer.
@@ -42,16 +43,29 @@ void Mr::note_progress(Link *l, uint64_t now)
     if (l->state != DR_LINK_UP) {
         return;
     }
-    l->last_progress = now;
-    l->ping_out = false;
-    l->other_alive = 0;
     Peer *p = peers[l->peer].get();
     for (size_t i = 0; i < planes.size(); ++i) {
         Link *o = p->links[i].get();
-        if (o != l && o->state == DR_LINK_UP && o->ping_out && o->other_alive == 0) {
+        if (o == l || o->state != DR_LINK_UP || !o->ping_out) {
+            continue;
+        }
+        /* The first sign of life on another plane since o's ping, or the first after the
+         * peer was quiet on every other plane for a whole stall period (it computed; we
+         * may have been away ourselves, and no watchdog ran to void the old sign). */
+        uint64_t others = 0;
+        for (size_t j = 0; j < planes.size(); ++j) {
+            const Link *q = p->links[j].get();
+            if (q != o && q->state == DR_LINK_UP) {
+                others = std::max(others, q->last_progress);
+            }
+        }
+        if (o->other_alive == 0 || now - others > stall_us) {
             o->other_alive = now;
         }
     }
+    l->last_progress = now;
+    l->ping_out = false;
+    l->other_alive = 0;
 }
 
 /*
@@ -353,10 +367,38 @@ void Mr::watchdog(uint64_t now)
         if (!busy) {
             continue;
         }
+        /* "Another plane answered" must be a peer in a call, not one blip: a peer that
+         * progressed once on one plane (a request finished there, so it polled no other)
+         * and then computed for seconds answered on that plane only, and its silence on
+         * this one is no evidence (seen: a rank filling a 2 GiB buffer right after a
+         * collective, the other declaring a healthy plane down the moment the first
+         * segment of the next call arrived, and UCX 1.13 asserting in the re-admission
+         * that followed). So the verdict needs another sign of life at least half a stall
+         * period after the first (a peer in a call answers a ping every probe_interval on
+         * every plane it has), and a peer quiet on every other plane for a whole stall
+         * period voids the first sign: it starts again when the peer is back (here, or in
+         * note_progress when this rank was away itself). */
         for (size_t i = 0; i < planes.size(); ++i) {
             Link *l = p->links[i].get();
-            if (l->state == DR_LINK_UP && l->ping_out && l->other_alive != 0 &&
-                now - l->other_alive > stall_us) {
+            if (l->state != DR_LINK_UP || !l->ping_out || l->other_alive == 0) {
+                continue;
+            }
+            uint64_t other_last = 0; /* the latest progress of another live plane */
+            for (size_t j = 0; j < planes.size(); ++j) {
+                const Link *o = p->links[j].get();
+                if (j != i && o->state == DR_LINK_UP) {
+                    other_last = std::max(other_last, o->last_progress);
+                }
+            }
+            if (now - other_last > stall_us) {
+                l->other_alive = 0;
+                continue;
+            }
+            /* ... and we read this plane since (a cold plane is read every few progress
+             * calls): a rank back from computing has the answer waiting in its socket. */
+            const uint64_t half = l->other_alive + stall_us / 2;
+            if (now - l->other_alive > stall_us && other_last >= half &&
+                planes[i]->polled_at >= half) {
                 char why[160];
                 snprintf(why, sizeof(why), "silent for %.2f s while another plane answered",
                          (double)(now - std::max(l->last_progress, p->busy_since)) / 1e6);

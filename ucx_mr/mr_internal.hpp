@@ -92,6 +92,7 @@ struct Plane {
     /* Polling (dr_mr_progress): a plane that carried nothing lately and has nothing of
      * ours in UCX is polled only every kColdPollEvery progress calls. */
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
+    uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
 };
 
