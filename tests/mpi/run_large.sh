@@ -16,17 +16,23 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 rc=0
+# The 2 GiB run tests sizes, not detection: there a rank returning from seconds of filling
+# or checking a buffer finds its peer's flows stalled in the kernel, one plane's TCP
+# recovering up to a second after the other's on these CPU-bound veths, which the default
+# 0.5 s stall timeout fails over (and UCX 1.13 can crash in the re-admission that follows:
+# README, Known limitations). So it runs with a 5 s stall timeout; the late-rank check keeps
+# the default, which is what it tests.
+stall=()
+[ "$no_down" -eq 1 ] || stall=(--mca coll_dualrail_stall_timeout 5)
 timeout 900 "$root/contrib/lab.sh" mpirun -np "$np" --map-by node \
-  --mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 \
+  --mca coll_dualrail_verbose 1 --mca coll_dualrail_priority 100 "${stall[@]}" \
   "$bin" "$@" >"$out" 2>&1 || rc=$?
 cat "$out"
 fail() { echo "run_large.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc"
 # Nothing breaks a plane here: a plane declared down is a false detection (a rank that
-# computes between calls must not be taken for a dead plane). Not asked of the 2 GiB run:
-# there the uncapped lab's veths drop packets under load (TCP retransmits a few dozen
-# segments a run), and a plane stalled past stall_timeout by a retransmission timeout is
-# failed over and re-admitted as designed, the results still exact.
+# computes between calls must not be taken for a dead plane). Not asked of the 2 GiB run,
+# where a plane the kernel stalls for longer than even 5 s would be failed over as designed.
 if [ "$no_down" -eq 1 ] && grep -E "plane [0-9]+ \(.*\) down:" "$out"; then
   fail "a healthy plane was declared down"
 fi
