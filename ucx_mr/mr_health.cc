@@ -38,6 +38,18 @@ constexpr uint64_t kProbeTimeoutUs = 500000;
  * live plane takes milliseconds). */
 constexpr uint64_t kProbeStaggerUs = 100000;
 
+uint64_t Mr::others_progress(const Peer *p, const Link *except) const
+{
+    uint64_t last = 0;
+    for (size_t j = 0; j < planes.size(); ++j) {
+        const Link *q = p->links[j].get();
+        if (q != except && q->state == DR_LINK_UP) {
+            last = std::max(last, q->last_progress);
+        }
+    }
+    return last;
+}
+
 void Mr::note_progress(Link *l, uint64_t now)
 {
     if (l->state != DR_LINK_UP) {
@@ -52,14 +64,7 @@ void Mr::note_progress(Link *l, uint64_t now)
         /* The first sign of life on another plane since o's ping, or the first after the
          * peer was quiet on every other plane for a whole stall period (it computed; we
          * may have been away ourselves, and no watchdog ran to void the old sign). */
-        uint64_t others = 0;
-        for (size_t j = 0; j < planes.size(); ++j) {
-            const Link *q = p->links[j].get();
-            if (q != o && q->state == DR_LINK_UP) {
-                others = std::max(others, q->last_progress);
-            }
-        }
-        if (o->other_alive == 0 || now - others > stall_us) {
+        if (o->other_alive == 0 || now - others_progress(p, o) > stall_us) {
             o->other_alive = now;
         }
     }
@@ -383,13 +388,7 @@ void Mr::watchdog(uint64_t now)
             if (l->state != DR_LINK_UP || !l->ping_out || l->other_alive == 0) {
                 continue;
             }
-            uint64_t other_last = 0; /* the latest progress of another live plane */
-            for (size_t j = 0; j < planes.size(); ++j) {
-                const Link *o = p->links[j].get();
-                if (j != i && o->state == DR_LINK_UP) {
-                    other_last = std::max(other_last, o->last_progress);
-                }
-            }
+            const uint64_t other_last = others_progress(p, l);
             if (now - other_last > stall_us) {
                 l->other_alive = 0;
                 continue;

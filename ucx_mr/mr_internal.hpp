@@ -364,6 +364,8 @@ struct Mr {
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);
+    /* The latest progress of p's live links other than except (0: none) */
+    uint64_t others_progress(const Peer *p, const Link *except) const;
     void ack_progress(Peer *p, const Req *r, uint64_t now);
     void declare_down(Link *l, const std::string &why);
     void readmit(Link *l);

@@ -34,16 +34,15 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     for (size_t k = 0; k < np; ++k) {
         const Plane *pl = mr->planes[k].get();
         active[k] = all || pl->ops_out != 0 || mr->clock - pl->active_at <= kHotUs;
+        if (active[k]) {
+            mr->planes[k]->polled_at = mr->clock; /* the stall rule's "we did look" */
+        }
     }
     const uint64_t finished = mr->finished;
     for (int i = 0, more = 1; i < 64 && more && mr->finished == finished; ++i) {
         more = 0;
         for (size_t k = 0; k < np; ++k) {
-            if (!active[k]) {
-                continue;
-            }
-            mr->planes[k]->polled_at = mr->clock; /* the stall rule's "we did look" */
-            if (ucp_worker_progress(mr->planes[k]->worker) != 0) {
+            if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
                 ++events;
                 more = 1;
             } else {

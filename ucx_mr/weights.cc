@@ -123,7 +123,6 @@ constexpr double kDeadBand = 0.15;
 constexpr double kSettleBand = 0.04;
 constexpr uint32_t kSettleUpdates = 20;
 
-/* The median of v[0..m-1], m >= 1 (v is sorted in place). */
 /* One step of a link's cautious start (kBalFirstJump): the factor wanted, kept within
  * kGrowFirst .. kBalFirstJump. */
 double first_step(double want)
@@ -131,6 +130,7 @@ double first_step(double want)
     return std::clamp(want, kGrowFirst, kBalFirstJump);
 }
 
+/* The median of v[0..m-1], m >= 1 (v is sorted in place). */
 double median(double *v, uint32_t m)
 {
     std::sort(v, v + m);
