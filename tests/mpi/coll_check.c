@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "coll_check.h"
+#include "agree.h"
 #include "gpu/dr_gpu.h"
 
 int rank, size;
@@ -98,20 +99,7 @@ static unsigned char pattern(int r, size_t i, unsigned salt)
 /* All ranks of MPI_COMM_WORLD agree on ok, by point-to-point messages only. */
 void note(bool ok, const char *what)
 {
-    int all_ok = ok;
-    if (rank == 0) {
-        for (int i = 1; i < size; ++i) {
-            int v = 0;
-            MPI_Recv(&v, 1, MPI_INT, i, 801, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            all_ok &= v;
-        }
-        for (int i = 1; i < size; ++i) {
-            MPI_Send(&all_ok, 1, MPI_INT, i, 802, MPI_COMM_WORLD);
-        }
-    } else {
-        MPI_Send(&all_ok, 1, MPI_INT, 0, 801, MPI_COMM_WORLD);
-        MPI_Recv(&all_ok, 1, MPI_INT, 0, 802, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    }
+    const int all_ok = mpi_agree(ok, 801);
     if (all_ok) {
         ++passed;
     } else {

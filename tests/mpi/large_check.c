@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "agree.h"
+
 static int rank, size, passed, failed;
 
 /* Just above 2 GiB of 4-byte elements: 2^29 + 2^29/64 (2 GiB + 32 MiB), so that every rank's
@@ -52,21 +54,11 @@ static inline int32_t sum_val(size_t i)
 /* All ranks agree on ok, by point-to-point messages only. */
 static void note(bool ok, const char *what, double secs, size_t bytes)
 {
-    int all_ok = ok;
+    const int all_ok = mpi_agree(ok, 901);
     if (rank == 0) {
-        for (int i = 1; i < size; ++i) {
-            int v = 0;
-            MPI_Recv(&v, 1, MPI_INT, i, 901, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            all_ok &= v;
-        }
-        for (int i = 1; i < size; ++i)
-            MPI_Send(&all_ok, 1, MPI_INT, i, 902, MPI_COMM_WORLD);
         printf("%-22s %6.2f GiB  %6.2f s  %s\n", what, (double)bytes / (1 << 30), secs,
                all_ok ? "ok" : "FAILED");
         fflush(stdout);
-    } else {
-        MPI_Send(&all_ok, 1, MPI_INT, 0, 901, MPI_COMM_WORLD);
-        MPI_Recv(&all_ok, 1, MPI_INT, 0, 902, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     }
     if (all_ok) {
         ++passed;
