@@ -794,6 +794,13 @@ cmd_mpirun() {
         [[ $a != --bind-to && $a != -bind-to && $a != --bind-to=* ]] || bind=()
         prev=$a
     done
+    # Open MPI 5's launcher (PRRTE) will not start when its session directory, named
+    # for its pid (prterun.node0.PID.UID), already exists: one left by a launcher that was
+    # killed (a test's timeout) under a pid that this process has now, pids being recycled
+    # (32768 of them on the CI machine; "prte_session_dir failed ... Exists" failed a
+    # failover test in a CI run). mpirun is exec'ed below with this very pid, so a
+    # directory named for it is stale by construction. Open MPI 4.1 makes no such one.
+    rm -rf "${TMPDIR:-/tmp}/prterun.node0.$$."*
     exec ip netns exec "$PREFIX-n0" nsenter --uts="$RUN/uts/node0" -- \
         mpirun --hostfile "$RUN/hostfile" \
         --mca plm_rsh_agent "$RUN/rsh-agent" \
