@@ -180,7 +180,7 @@ ours = [n for n in ("dualrail-2", "dualrail-2u") if n in names]
 for s in sorted(lat["dualrail-2"]):
     d2 = min(lat[n].get(s, math.inf) for n in ours)  # the better dualrail run (see the header)
     best = min(lat[n].get(s, math.inf) for n in stock)
-    pair = lambda a, b: "%12.2f" % (lat[a].get(s, math.nan) / lat[b][s]) if a in names and b in names else "%12s" % "-" 
+    pair = lambda a, b: "%12.2f" % (lat[a][s] / lat[b][s])  # a run against the stock one with its barrier
     fl = rd_rounds * floor.get(s, math.nan) if s <= 65536 else math.nan
     fx = rd_rounds * floorx.get(s, math.nan) if s <= 65536 else math.nan
     ratio = lambda f: "%12s" % ("%.2f" % (d2 / f) if f == f else "-")
