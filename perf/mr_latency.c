@@ -2,7 +2,7 @@
  * dualrail-mr-latency — small-message latency of ucx_mr alone, without MPI, for
  * the per-call breakdown of a small allreduce (README, "Small messages").
  *
- *   dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS [MODE]]]
+ *   dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS [MODE [IDLE_PEERS]]]]
  *
  * Two processes (ids 0 and 1) exchange addresses through files in DIR (the
  * lab's nodes share a filesystem), then, for ITERS iterations (default 20000)
@@ -12,6 +12,9 @@
  *        per iteration is the transport's share of such a call;
  *   MODE pingpong: 0 sends, 1 echoes; half the round trip, ucx_perftest's
  *        tag_lat convention, comparable with `ucx_perftest -t ucp_am_lat`.
+ * IDLE_PEERS (default 0) more peers are registered before the run and never used, as an
+ * MPI job registers every rank of MPI_COMM_WORLD and talks to a few at a time: this
+ * process's own address under the ids 1000.. (never connected; perf/peer_scaling.sh).
  * Prints "SIZE usec" (process 0; exchange mode adds the split of an iteration into
  * posting the receive, the send call and the wait for the peer's message). Bounded: 60 s overall; any transfer error
  * exits 2 with the reason on stderr.
@@ -53,16 +56,18 @@ static int wait_req(dr_mr_t *mr, dr_mr_req_t *r, double end)
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 8) {
+    if (argc < 5 || argc > 9) {
         fprintf(stderr, "usage: dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS "
-                        "[exchange|pingpong]]]\n");
+                        "[exchange|pingpong [IDLE_PEERS]]]]\n");
         return 1;
     }
     const unsigned self = (unsigned)atoi(argv[2]), peer = (unsigned)atoi(argv[3]);
     const size_t size = argc > 5 ? (size_t)atol(argv[5]) : 8;
     const long iters = argc > 6 ? atol(argv[6]) : 20000;
     const int pingpong = argc > 7 && strcmp(argv[7], "pingpong") == 0;
-    if (size > (64u << 20) || iters <= 0 || (argc > 7 && !pingpong && strcmp(argv[7], "exchange"))) {
+    const long idle = argc > 8 ? atol(argv[8]) : 0;
+    if (size > (64u << 20) || iters <= 0 ||
+        (argc > 7 && !pingpong && strcmp(argv[7], "exchange")) || idle < 0 || idle > 65536) {
         fprintf(stderr, "dualrail-mr-latency: bad size, count or mode\n");
         return 1;
     }
@@ -76,6 +81,25 @@ int main(int argc, char **argv)
         dr_oob_connect(mr, argv[1], self, peer, 60, err, sizeof(err)) != 0) {
         fprintf(stderr, "dualrail-mr-latency: %s\n", err);
         return 2;
+    }
+    if (idle > 0) {
+        const void *addr;
+        size_t len;
+        unsigned char *blob = NULL;
+        snprintf(err, sizeof(err), "no address to copy");
+        int ok = dr_mr_address(mr, &addr, &len) == DR_OK && len >= 12 && (blob = malloc(len));
+        for (long k = 0; ok && k < idle; ++k) {
+            /* the address's third word is the process id, which dr_mr_add_peer checks */
+            const uint32_t id = 1000 + (uint32_t)k;
+            memcpy(blob, addr, len);
+            memcpy(blob + 8, &id, sizeof(id));
+            ok = dr_mr_add_peer(mr, id, blob, len, err, sizeof(err)) == DR_OK;
+        }
+        free(blob);
+        if (!ok) {
+            fprintf(stderr, "dualrail-mr-latency: idle peers: %s\n", err);
+            return 2;
+        }
     }
     char *out = calloc(1, size + 1), *in = calloc(1, size + 1);
     const double end = now_s() + 60;

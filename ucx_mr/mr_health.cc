@@ -136,6 +136,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     Peer *p = peers[l->peer].get();
     Plane *pl = planes[l->plane].get();
     l->state = DR_LINK_DOWN;
+    activate(p); /* the watchdog probes it for re-admission */
     ++l->gen;
     l->reason = why;
     l->down_at = now;
@@ -314,9 +315,12 @@ void Mr::dump_peer(const Peer *p, uint64_t now)
 
 void Mr::watchdog(uint64_t now)
 {
-    for (size_t pi = 0; pi < peers.size(); ++pi) {
-        Peer *p = peers[pi].get();
-        if (p == nullptr || !p->known || p->gone) {
+    /* Only active peers can be busy or have a plane down. By index: declare_down() may
+     * activate (append) while this runs. */
+    for (size_t pi = 0; pi < active.size(); ++pi) {
+        Peer *p = active[pi];
+        ++work.peer_visits;
+        if (!p->known || p->gone) {
             continue;
         }
         const bool busy = !p->sends.empty() || !p->recvs.empty();

@@ -252,6 +252,7 @@ struct Peer {
     uint32_t newest_msg = 0;   /* newest msg_id seen from the peer: anything newer is not done */
     Owed owed[kOwedMax];       /* ring of acknowledgements owed to the peer */
     uint32_t owed_head = 0, owed_count = 0;
+    bool active = false;       /* in Mr::active (Mr::activate) */
 };
 
 /* An operation handed to UCX; its header must live until UCX completes it. */
@@ -286,6 +287,17 @@ struct Mr {
     std::vector<Ctrl> ctrl;
     std::vector<void *> closing;  /* endpoint close requests still running */
     uint32_t owed_total = 0;      /* acknowledgements owed, all peers */
+    /*
+     * The peers that progress, the acknowledgement flush, the watchdog and the weights look
+     * at: those with a request listed, an acknowledgement owed, a plane down, or bytes the
+     * weights have not taken in yet (Mr::activate; dr_mr_progress drops a peer once none
+     * holds). A job registers every rank of MPI_COMM_WORLD, and visiting each of them at
+     * every progress call was a cache miss per rank per call: with 4096 peers registered,
+     * an 8-byte exchange with one of them took 127-180 us instead of 17-20
+     * (perf/peer_scaling.sh).
+     */
+    std::vector<Peer *> active;
+    dr_mr_work_stats_t work{};    /* dr_mr_work */
     /* now_us() read once per dr_mr_progress: what UCX callbacks run inside it stamp their
      * facts with (a clock read per message cost more than the rest of its bookkeeping). */
     uint64_t clock = 0;
@@ -340,6 +352,14 @@ struct Mr {
     void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
              const Req *r = nullptr);
     void ack_flush(bool all, uint64_t now);
+    void activate(Peer *p)
+    {
+        if (!p->active) {
+            p->active = true;
+            active.push_back(p);
+        }
+    }
+    bool settled(const Peer *p) const; /* none of activate()'s reasons holds */
     Owed owed_pop(Peer *p);
     void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h);
     void recv_match_unexpected(Peer *p, Req *r);

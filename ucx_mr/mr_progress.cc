@@ -21,6 +21,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     Guard g(mr); /* any thread may progress; one at a time, for this call only */
     int events = 0;
     mr->clock = now_us();
+    ++mr->work.progress_calls;
     /* The polled planes take turns (each until it has nothing more, at most 64 rounds,
      * and no further once a round finished a request: its waiter wants to know now, and
      * one more round is one more system call per polled plane before it does):
@@ -63,9 +64,17 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->ctrl_flush();
         mr->weights_tick(now);
     }
-    for (size_t pi = 0; pi < mr->peers.size(); ++pi) {
-        Peer *p = mr->peers[pi].get();
-        if (p == nullptr || (p->sends.empty() && p->recvs.empty())) {
+    for (size_t pi = 0; pi < mr->active.size();) {
+        Peer *p = mr->active[pi];
+        ++mr->work.peer_visits;
+        if (p->sends.empty() && p->recvs.empty()) {
+            if (mr->settled(p)) {
+                p->active = false;
+                mr->active[pi] = mr->active.back();
+                mr->active.pop_back();
+            } else {
+                ++pi;
+            }
             continue;
         }
         for (size_t i = 0; i < mr->planes.size(); ++i) {
@@ -75,8 +84,26 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
             }
         }
         mr->sweep(p);
+        ++pi;
     }
     return events;
+}
+
+/* What keeps a peer without requests in Mr::active: acknowledgements owed, a plane down
+ * (probes), bytes the next weights tick must take in. */
+bool Mr::settled(const Peer *p) const
+{
+    if (p->owed_count != 0) {
+        return false;
+    }
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        /* tick_busy_us and tick_timed grow only with tick_bytes, and go with them */
+        if (l->state != DR_LINK_UP || l->est.tick_bytes != 0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
@@ -192,6 +219,18 @@ extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
         return;
     }
     mr->recycle(r);
+}
+
+extern "C" void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out)
+{
+    if (out == nullptr) {
+        return;
+    }
+    *out = dr_mr_work_stats_t{};
+    if (mr != nullptr) {
+        Guard g(mr);
+        *out = mr->work;
+    }
 }
 
 extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)

@@ -132,9 +132,14 @@ void Mr::weights_tick(uint64_t now)
     }
     w_last_tick = now;
     const int n = (int)planes.size();
-    for (size_t pi = 0; pi < peers.size(); ++pi) {
-        Peer *p = peers[pi].get();
-        if (p == nullptr || !p->known) {
+    /* A peer whose links took bytes in this tick stays active until here (Mr::settled). An
+     * idle peer has nothing to update; its first tick after a pause spans the pause, so its
+     * samples age by the pause at once, as they did tick by tick when every peer was
+     * visited. */
+    for (size_t pi = 0; pi < active.size(); ++pi) {
+        Peer *p = active[pi];
+        ++work.peer_visits;
+        if (!p->known) {
             continue;
         }
         bool moved = false;
@@ -147,6 +152,7 @@ void Mr::weights_tick(uint64_t now)
             for (int i = 0; i < n; ++i) {
                 p->links[i]->est.tick_bytes = 0;
                 p->links[i]->est.tick_busy_us = 0;
+                p->links[i]->est.tick_timed = 0;
             }
             continue;
         }

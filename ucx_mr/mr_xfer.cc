@@ -342,6 +342,7 @@ void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane, 
     p->owed[(p->owed_head + p->owed_count) % kOwedMax] = Owed{key, msg_id, plane, clock};
     ++p->owed_count;
     ++owed_total;
+    activate(p);
 }
 
 /* The oldest acknowledgement owed to p (p->owed_count != 0), taken off its ring. */
@@ -356,9 +357,11 @@ Owed Mr::owed_pop(Peer *p)
 
 void Mr::ack_flush(bool all, uint64_t now)
 {
-    for (size_t pi = 0; pi < peers.size() && owed_total != 0; ++pi) {
-        Peer *p = peers[pi].get();
-        while (p != nullptr && p->owed_count != 0) {
+    /* A peer owed anything is active (ack()). */
+    for (size_t pi = 0; pi < active.size() && owed_total != 0; ++pi) {
+        Peer *p = active[pi];
+        ++work.peer_visits;
+        while (p->owed_count != 0) {
             if (!all && now - p->owed[p->owed_head].since < kAckDelayUs) {
                 break; /* the ring is in arrival order: the rest are younger */
             }
@@ -730,6 +733,7 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
             }
             p->sends.push_back(r);
             r->listed = true;
+            mr->activate(p);
             if (mr->send_start(p, r) != DR_OK) {
                 r->status = DR_ERR_PEER_UNREACHABLE;
             }
@@ -772,6 +776,7 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
             if (!r->complete) {
                 p->recvs.push_back(r);
                 r->listed = true;
+                mr->activate(p);
             }
             mr->ctrl_flush(); /* the ack of a message that was already all here */
         }

@@ -228,6 +228,20 @@ typedef struct dr_mr_plane_counters {
 
 dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);
 
+/*
+ * The progress engine's work so far: dr_mr_progress calls, and the peers they looked at
+ * (in the call itself, the acknowledgement flush, and the watchdog and weights it runs).
+ * Only peers with a request listed, an acknowledgement owed, a plane down or fresh traffic
+ * for the weights are looked at, so visits per call follow the peers in use, not the peers
+ * registered (a job registers every rank of MPI_COMM_WORLD).
+ */
+typedef struct dr_mr_work_stats {
+    uint64_t progress_calls;
+    uint64_t peer_visits;
+} dr_mr_work_stats_t;
+
+void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);
+
 /* Copied sends (see dr_mr_isend) whose peers have not acknowledged them yet. */
 size_t dr_mr_unacked_copies(const dr_mr_t *mr);
 

@@ -431,6 +431,124 @@ static void test_acks_ride_on_data(void **state)
     assert_true(tx <= 2 * ROUNDS / 10);
 }
 
+/* 4096 idle peers on p->a beside p->b, ROUNDS exchanges with p->b: what progress visits. */
+static void idle_peers_case(pair_t *p, const char *weights)
+{
+    enum { IDLE = 4096, ROUNDS = 200 };
+    const void *addr;
+    size_t len;
+    dr_mr_address(p->b, &addr, &len);
+    unsigned char *blob = malloc(len);
+    assert_non_null(blob);
+    char err[256];
+    for (uint32_t k = 0; k < IDLE; ++k) {
+        /* b's address under another process id (the blob's third word, which add_peer checks
+         * against the id it is given); never used, so never connected */
+        const uint32_t id = 1000 + k;
+        memcpy(blob, addr, len);
+        memcpy(blob + 8, &id, sizeof(id));
+        assert_int_equal(dr_mr_add_peer(p->a, id, blob, len, err, sizeof(err)), DR_OK);
+    }
+    free(blob);
+    dr_mr_work_stats_t w0, w1, w2;
+    dr_mr_work(p->a, &w0);
+    for (uint64_t i = 0; i < ROUNDS; ++i) {
+        int x = (int)i, y = -(int)i, gx = -1, gy = -1;
+        dr_mr_req_t *sa, *sb, *ra, *rb;
+        assert_int_equal(dr_mr_irecv(p->a, 1, 9000 + i, &gy, sizeof(gy), &ra), DR_OK);
+        assert_int_equal(dr_mr_irecv(p->b, 0, 9000 + i, &gx, sizeof(gx), &rb), DR_OK);
+        assert_int_equal(dr_mr_isend(p->a, 1, 9000 + i, &x, sizeof(x), &sa), DR_OK);
+        assert_int_equal(dr_mr_isend(p->b, 0, 9000 + i, &y, sizeof(y), &sb), DR_OK);
+        dr_status_t s1, s2;
+        finish(p, NULL, rb, &s1, &s2, NULL);
+        assert_int_equal(s2, DR_OK);
+        pair_t q = {p->b, p->a};
+        finish(&q, NULL, ra, &s1, &s2, NULL);
+        assert_int_equal(s2, DR_OK);
+        assert_int_equal(gx, (int)i);
+        assert_int_equal(gy, -(int)i);
+        dr_mr_req_free(p->a, sa);
+        dr_mr_req_free(p->b, sb);
+        dr_mr_req_free(p->a, ra);
+        dr_mr_req_free(p->b, rb);
+    }
+    dr_mr_work(p->a, &w1);
+    const uint64_t calls = w1.progress_calls - w0.progress_calls;
+    const uint64_t visits = w1.peer_visits - w0.peer_visits;
+    print_message("weights %s: %d exchanges with 1 of %d peers: %llu progress calls, %llu peer "
+                  "visits\n", weights, ROUNDS, IDLE + 1, (unsigned long long)calls,
+                  (unsigned long long)visits);
+    assert_true(calls >= ROUNDS);
+    /* per call: the peer in use in the call and in the acknowledgement flush, and in the
+     * watchdog and the weights when their turn comes */
+    assert_true(visits <= 4 * calls);
+    /* Long messages: their acknowledgements carry the delivery spans the weights learn from
+     * (small ones carry none). Once its acknowledgements went out and a weights tick (25 ms)
+     * took its traffic in, the peer in use leaves the set too: progress then visits nobody. */
+    enum { LONG = 256 * 1024 };
+    unsigned char *big = malloc(LONG), *got = malloc(LONG);
+    assert_non_null(big);
+    assert_non_null(got);
+    for (unsigned i = 0; i < 4; ++i) {
+        fill(big, LONG, i);
+        dr_mr_req_t *s, *r;
+        assert_int_equal(dr_mr_irecv(p->b, 0, 9500 + i, got, LONG, &r), DR_OK);
+        assert_int_equal(dr_mr_isend(p->a, 1, 9500 + i, big, LONG, &s), DR_OK);
+        dr_status_t ss, rs;
+        size_t n = 0;
+        finish(p, s, r, &ss, &rs, &n);
+        assert_int_equal(ss, DR_OK);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(n, LONG);
+        assert_memory_equal(got, big, LONG);
+        dr_mr_req_free(p->a, s);
+        dr_mr_req_free(p->b, r);
+    }
+    free(big);
+    free(got);
+    assert_int_equal(drain_copies(p), 0);
+    for (double end = now_s() + 0.1; now_s() < end;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    dr_mr_work(p->a, &w1);
+    for (int i = 0; i < 100; ++i) {
+        dr_mr_progress(p->a);
+    }
+    dr_mr_work(p->a, &w2);
+    assert_int_equal(w2.progress_calls - w1.progress_calls, 100);
+    assert_int_equal(w2.peer_visits - w1.peer_visits, 0);
+}
+
+/* A job registers every rank of MPI_COMM_WORLD as a peer, and uses a few of them at a time.
+ * Progress used to look at every registered peer on every call (its request lists, a cache
+ * miss per peer): with 4096 registered, an 8-byte exchange with one of them took 127-180 us
+ * instead of 17-20 on the lab (perf/peer_scaling.sh). Now only the peers in use are visited,
+ * with learned weights (the default) and with fixed ones, whose traffic the weights never
+ * take in (it must not keep the peer in the set). */
+static void test_idle_peers_not_visited(void **state)
+{
+    idle_peers_case(*state, "adaptive");
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.transports = "tcp";
+    cfg.weights = "equal";
+    char err[256];
+    pair_t q;
+    assert_int_equal(dr_mr_create(&cfg, 0, &q.a, err, sizeof(err)), DR_OK);
+    assert_int_equal(dr_mr_create(&cfg, 1, &q.b, err, sizeof(err)), DR_OK);
+    const void *addr;
+    size_t len;
+    dr_mr_address(q.a, &addr, &len);
+    assert_int_equal(dr_mr_add_peer(q.b, 0, addr, len, err, sizeof(err)), DR_OK);
+    dr_mr_address(q.b, &addr, &len);
+    assert_int_equal(dr_mr_add_peer(q.a, 1, addr, len, err, sizeof(err)), DR_OK);
+    idle_peers_case(&q, "equal");
+    dr_mr_destroy(q.a);
+    dr_mr_destroy(q.b);
+}
+
 /* A small message that arrives before its receive is posted is acknowledged on arrival
  * (it is held by the receiver), so the sender's copy is retired even if nobody ever takes
  * it (an abort notice); taking it later sends no second acknowledgement. */
@@ -589,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_small_send_completes_at_once),
         cmocka_unit_test(test_acks_ride_on_data),
         cmocka_unit_test(test_early_small_message_acked),
+        cmocka_unit_test(test_idle_peers_not_visited),
         cmocka_unit_test(test_destroy_delivers_copies),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_tcp_segment_env),
