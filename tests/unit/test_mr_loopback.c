@@ -475,9 +475,9 @@ static void idle_peers_case(pair_t *p, const char *weights)
     dr_mr_work(p->a, &w1);
     const uint64_t calls = w1.progress_calls - w0.progress_calls;
     const uint64_t visits = w1.peer_visits - w0.peer_visits;
-    print_message("weights %s: %d exchanges with 1 of %d peers: %llu progress calls, %llu peer "
-                  "visits\n", weights, ROUNDS, IDLE + 1, (unsigned long long)calls,
-                  (unsigned long long)visits);
+    print_message("weights %s: %d exchanges with 1 of %d peers: %llu progress calls, %llu "
+                  "peer visits\n",
+                  weights, ROUNDS, IDLE + 1, (unsigned long long)calls, (unsigned long long)visits);
     assert_true(calls >= ROUNDS);
     /* per call: the peer in use in the call and in the acknowledgement flush, and in the
      * watchdog and the weights when their turn comes */
