@@ -66,7 +66,7 @@ run() {
 }
 
 declare -A got
-for r in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   for b in "${!builds[@]}"; do
     for n in ${idle//,/ }; do
       v=$(run "${builds[$b]}" "$n")
