@@ -28,14 +28,18 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int setup(void **state)
+/* Two contexts on loopback that know each other; weights NULL: the default. 0 or -1. */
+static int pair_open(pair_t *p, const char *weights)
 {
-    pair_t *p = calloc(1, sizeof(*p));
+    p->a = p->b = NULL;
     dr_mr_config_t cfg;
     dr_mr_config_default(&cfg);
     cfg.planes = "lo";
     cfg.transports = "tcp";
     cfg.segment_size = 64 * 1024;
+    if (weights != NULL) {
+        cfg.weights = weights;
+    }
     char err[256];
     if (dr_mr_create(&cfg, 0, &p->a, err, sizeof(err)) != DR_OK ||
         dr_mr_create(&cfg, 1, &p->b, err, sizeof(err)) != DR_OK) {
@@ -50,6 +54,16 @@ static int setup(void **state)
     }
     dr_mr_address(p->b, &addr, &len);
     if (dr_mr_add_peer(p->a, 1, addr, len, err, sizeof(err)) != DR_OK) {
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state)
+{
+    *state = NULL;
+    pair_t *p = calloc(1, sizeof(*p));
+    if (p == NULL || pair_open(p, NULL) != 0) {
         return -1;
     }
     *state = p;
@@ -393,6 +407,30 @@ static void test_small_send_completes_at_once(void **state)
 /* Small messages going both ways (an exchange, as a 2-rank allreduce makes) carry each
  * other's acknowledgements: almost none travels as a message of its own, and every copy
  * is still retired. */
+/* One int each way under key, as a 2-rank allreduce exchanges: a sends i, b sends -i. */
+static void exchange_int(pair_t *p, uint64_t key, int i)
+{
+    int x = i, y = -i, gx = -1, gy = -1;
+    dr_mr_req_t *sa, *sb, *ra, *rb;
+    assert_int_equal(dr_mr_irecv(p->a, 1, key, &gy, sizeof(gy), &ra), DR_OK);
+    assert_int_equal(dr_mr_irecv(p->b, 0, key, &gx, sizeof(gx), &rb), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, key, &x, sizeof(x), &sa), DR_OK);
+    assert_int_equal(dr_mr_isend(p->b, 0, key, &y, sizeof(y), &sb), DR_OK);
+    dr_status_t s1, s2;
+    finish(p, NULL, rb, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    /* a's receive: swap roles for finish() */
+    pair_t q = {p->b, p->a};
+    finish(&q, NULL, ra, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    assert_int_equal(gx, i);
+    assert_int_equal(gy, -i);
+    dr_mr_req_free(p->a, sa);
+    dr_mr_req_free(p->b, sb);
+    dr_mr_req_free(p->a, ra);
+    dr_mr_req_free(p->b, rb);
+}
+
 static void test_acks_ride_on_data(void **state)
 {
     pair_t *p = *state;
@@ -400,25 +438,7 @@ static void test_acks_ride_on_data(void **state)
     const uint64_t pb0 = acks_sent(p->a, 1) + acks_sent(p->b, 1);
     enum { ROUNDS = 1000 };
     for (uint64_t i = 0; i < ROUNDS; ++i) {
-        int x = (int)i, y = -(int)i, gx = -1, gy = -1;
-        dr_mr_req_t *sa, *sb, *ra, *rb;
-        assert_int_equal(dr_mr_irecv(p->a, 1, 6000 + i, &gy, sizeof(gy), &ra), DR_OK);
-        assert_int_equal(dr_mr_irecv(p->b, 0, 6000 + i, &gx, sizeof(gx), &rb), DR_OK);
-        assert_int_equal(dr_mr_isend(p->a, 1, 6000 + i, &x, sizeof(x), &sa), DR_OK);
-        assert_int_equal(dr_mr_isend(p->b, 0, 6000 + i, &y, sizeof(y), &sb), DR_OK);
-        dr_status_t s1, s2;
-        finish(p, NULL, rb, &s1, &s2, NULL);
-        assert_int_equal(s2, DR_OK);
-        /* a's receive: swap roles for finish() */
-        pair_t q = {p->b, p->a};
-        finish(&q, NULL, ra, &s1, &s2, NULL);
-        assert_int_equal(s2, DR_OK);
-        assert_int_equal(gx, (int)i);
-        assert_int_equal(gy, -(int)i);
-        dr_mr_req_free(p->a, sa);
-        dr_mr_req_free(p->b, sb);
-        dr_mr_req_free(p->a, ra);
-        dr_mr_req_free(p->b, rb);
+        exchange_int(p, 6000 + i, (int)i);
     }
     assert_int_equal(drain_copies(p), 0);
     pair_t q = {p->b, p->a};
@@ -453,24 +473,7 @@ static void idle_peers_case(pair_t *p, const char *weights)
     dr_mr_work_stats_t w0, w1, w2;
     dr_mr_work(p->a, &w0);
     for (uint64_t i = 0; i < ROUNDS; ++i) {
-        int x = (int)i, y = -(int)i, gx = -1, gy = -1;
-        dr_mr_req_t *sa, *sb, *ra, *rb;
-        assert_int_equal(dr_mr_irecv(p->a, 1, 9000 + i, &gy, sizeof(gy), &ra), DR_OK);
-        assert_int_equal(dr_mr_irecv(p->b, 0, 9000 + i, &gx, sizeof(gx), &rb), DR_OK);
-        assert_int_equal(dr_mr_isend(p->a, 1, 9000 + i, &x, sizeof(x), &sa), DR_OK);
-        assert_int_equal(dr_mr_isend(p->b, 0, 9000 + i, &y, sizeof(y), &sb), DR_OK);
-        dr_status_t s1, s2;
-        finish(p, NULL, rb, &s1, &s2, NULL);
-        assert_int_equal(s2, DR_OK);
-        pair_t q = {p->b, p->a};
-        finish(&q, NULL, ra, &s1, &s2, NULL);
-        assert_int_equal(s2, DR_OK);
-        assert_int_equal(gx, (int)i);
-        assert_int_equal(gy, -(int)i);
-        dr_mr_req_free(p->a, sa);
-        dr_mr_req_free(p->b, sb);
-        dr_mr_req_free(p->a, ra);
-        dr_mr_req_free(p->b, rb);
+        exchange_int(p, 9000 + i, (int)i);
     }
     dr_mr_work(p->a, &w1);
     const uint64_t calls = w1.progress_calls - w0.progress_calls;
@@ -529,21 +532,8 @@ static void idle_peers_case(pair_t *p, const char *weights)
 static void test_idle_peers_not_visited(void **state)
 {
     idle_peers_case(*state, "adaptive");
-    dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.weights = "equal";
-    char err[256];
     pair_t q;
-    assert_int_equal(dr_mr_create(&cfg, 0, &q.a, err, sizeof(err)), DR_OK);
-    assert_int_equal(dr_mr_create(&cfg, 1, &q.b, err, sizeof(err)), DR_OK);
-    const void *addr;
-    size_t len;
-    dr_mr_address(q.a, &addr, &len);
-    assert_int_equal(dr_mr_add_peer(q.b, 0, addr, len, err, sizeof(err)), DR_OK);
-    dr_mr_address(q.b, &addr, &len);
-    assert_int_equal(dr_mr_add_peer(q.a, 1, addr, len, err, sizeof(err)), DR_OK);
+    assert_int_equal(pair_open(&q, "equal"), 0);
     idle_peers_case(&q, "equal");
     dr_mr_destroy(q.a);
     dr_mr_destroy(q.b);
