@@ -19,6 +19,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 #define DR_MAX_PLANES 8
 #define DR_MAX_PLANE_DEVICES 16
 #define DR_DEVICE_NAME_MAX 64
@@ -74,6 +76,8 @@ const char *dr_plane_select_device(const dr_plane_spec_t *plane);
 
 /* The same, and why in one line (why may be NULL): for the verbose log. */
 const char *dr_plane_select_device_why(const dr_plane_spec_t *plane, char *why, size_t whylen);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 typedef enum dr_status {
     DR_OK = 0,
     DR_INPROGRESS = 1,           /* not an error: the operation is still running */
@@ -27,6 +29,8 @@ typedef enum dr_status {
 
 /* A short constant description ("peer unreachable", ...). Never NULL. */
 const char *dr_status_str(dr_status_t status);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

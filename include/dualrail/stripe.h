@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 typedef struct dr_extent {
     uint64_t offset;
     uint64_t length;
@@ -37,6 +39,8 @@ int dr_stripe_split(uint64_t len, const uint32_t *weights, int n, uint64_t align
 
 /* Number of segments of at most seg_size bytes that cover len bytes (0 for len 0). */
 uint64_t dr_segment_count(uint64_t len, uint64_t seg_size);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 struct hwloc_topology; /* hwloc_topology_t is a pointer to it */
 
 typedef struct dr_topo dr_topo_t;
@@ -206,6 +208,8 @@ size_t dr_topo_discovery_signature(const dr_topo_discovery_t *d, char *buf, size
  */
 dr_status_t dr_topo_signatures_check(const char *const *sigs, const char *const *names, int n,
                                      char *err, size_t errlen);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

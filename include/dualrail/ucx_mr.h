@@ -58,6 +58,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 typedef struct dr_mr dr_mr_t;
 typedef struct dr_mr_req dr_mr_req_t;
 
@@ -244,6 +246,8 @@ void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);
 
 /* Copied sends (see dr_mr_isend) whose peers have not acknowledged them yet. */
 size_t dr_mr_unacked_copies(const dr_mr_t *mr);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

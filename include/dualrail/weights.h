@@ -58,6 +58,8 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(default) /* the API of libdualrail_ucx_mr.so (built hidden) */
+
 /* No live plane's weight falls below 1/DR_WEIGHTS_TRICKLE of the best one's: it keeps
  * carrying a few hundred bytes of each MiB (measured, and kept alive for the watchdog).
  * Small, because a floor above a plane's real proportion makes every message wait for it:
@@ -173,6 +175,8 @@ void dr_weights_to_u32(const dr_wlink_t *links, int n, uint32_t *out);
  * dualrail-check prints these for the rates it measured.
  */
 void dr_weights_shares_for_rates(const double *rates, int n, double *shares);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
