@@ -2,7 +2,7 @@
  * dualrail-mr-latency — small-message latency of ucx_mr alone, without MPI, for
  * the per-call breakdown of a small allreduce (README, "Small messages").
  *
- *   dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS [MODE [IDLE_PEERS]]]]
+ *   dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS [MODE [IDLE_PEERS [WEIGHTS]]]]]
  *
  * Two processes (ids 0 and 1) exchange addresses through files in DIR (the
  * lab's nodes share a filesystem), then, for ITERS iterations (default 20000)
@@ -15,9 +15,12 @@
  * IDLE_PEERS (default 0) more peers are registered before the run and never used, as an
  * MPI job registers every rank of MPI_COMM_WORLD and talks to a few at a time: this
  * process's own address under the ids 1000.. (never connected; perf/peer_scaling.sh).
+ * WEIGHTS (default adaptive): this process's weights setting ("adaptive", "equal" or
+ * ratios "r0:r1"), so that the two ends can weigh their planes differently
+ * (perf/small_plane.sh).
  * Prints "SIZE usec" (process 0; exchange mode adds the split of an iteration into
- * posting the receive, the send call and the wait for the peer's message). Bounded: 60 s overall; any transfer error
- * exits 2 with the reason on stderr.
+ * posting the receive, the send call and the wait for the peer's message). Bounded: 60 s overall;
+ * any transfer error exits 2 with the reason on stderr.
  */
 #define _DEFAULT_SOURCE
 #include <stdint.h>
@@ -56,9 +59,9 @@ static int wait_req(dr_mr_t *mr, dr_mr_req_t *r, double end)
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 9) {
+    if (argc < 5 || argc > 10) {
         fprintf(stderr, "usage: dualrail-mr-latency DIR SELF PEER PLANES [SIZE [ITERS "
-                        "[exchange|pingpong [IDLE_PEERS]]]]\n");
+                        "[exchange|pingpong [IDLE_PEERS [WEIGHTS]]]]]\n");
         return 1;
     }
     const unsigned self = (unsigned)atoi(argv[2]), peer = (unsigned)atoi(argv[3]);
@@ -75,6 +78,9 @@ int main(int argc, char **argv)
     dr_mr_config_default(&cfg);
     cfg.planes = argv[4];
     cfg.name = "mr-latency";
+    if (argc > 9) {
+        cfg.weights = argv[9];
+    }
     char err[512];
     dr_mr_t *mr;
     if (dr_mr_create(&cfg, self, &mr, err, sizeof(err)) != DR_OK ||

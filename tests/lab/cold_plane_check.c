@@ -5,8 +5,10 @@
  *
  * Two ucx_mr contexts on lab nodes 0 and 1, both planes. Each end picks its small-message
  * plane from its own weights toward the other, and here they differ: rank 0 weighs its
- * planes 1:3 toward rank 1 (its small messages go on plane 1), rank 1 weighs them 3:1
- * (its own go on plane 0). Per trial: rank 1 sends "go" (plane 0); rank 0 waits for it,
+ * planes 0:1 toward rank 1 (its small messages go on plane 1), rank 1 weighs them 1:0
+ * (its own go on plane 0: it cannot follow rank 0's choice, as the end with the higher id
+ * otherwise does, because it keeps plane 1 idle; small_plane_check tests the following).
+ * Per trial: rank 1 sends "go" (plane 0); rank 0 waits for it,
  * sleeps 10 ms and sends 8 bytes (plane 1); rank 1 sleeps 40 ms without progressing, so
  * the data is in its socket and its plane 1 has been idle for longer than kHotUs (2 ms),
  * then posts the receive and counts the progress calls until it completes. Before the
@@ -68,7 +70,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const uint32_t peer = (uint32_t)(1 - rank);
-    const uint32_t w0[2] = {1, 3}, w1[2] = {3, 1};
+    const uint32_t w0[2] = {0, 1}, w1[2] = {1, 0};
     dr_status_t st = dr_mr_set_weights(mr, peer, rank == 0 ? w0 : w1, 2);
     if (st != DR_OK) {
         return fail("set weights", st);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs cold_plane_check (tests/lab/cold_plane_check.c says what it checks) on lab nodes 0
-# and 1 of the lab DUALRAIL_LAB_PREFIX, both bounded; passes when rank 1 does and rank 0
-# exits 0.
+# Runs a two-rank lab check (cold_plane_check, small_plane_check: their sources say what
+# each checks) on lab nodes 0 and 1 of the lab DUALRAIL_LAB_PREFIX, both bounded; passes
+# when both ranks exit 0.
 #   run_cold_plane.sh BINARY [--trials N]
 set -uo pipefail
 bin=${1:?usage: run_cold_plane.sh BINARY [--trials N]}; shift
