@@ -39,37 +39,15 @@ done
 [[ $size =~ ^[0-9]+$ && $size -ge 1 && $size -le 65536 ]] || { echo "peer_scaling.sh: --size 1..65536" >&2; exit 1; }
 [[ $iters =~ ^[0-9]+$ && $iters -ge 100 && $iters -le 1000000 ]] || { echo "peer_scaling.sh: --iters 100..1000000" >&2; exit 1; }
 # shellcheck source=contrib/lib/perf.sh
-. "$root/contrib/lib/perf.sh" # perf_build
-builds=()
-if [ -n "$baseline" ]; then
-  DUALRAIL_BUILD_DIR=$baseline perf_build peer_scaling.sh "$root" perf/dualrail-mr-latency
-  builds+=("$build")
-fi
-perf_build peer_scaling.sh "$root" perf/dualrail-mr-latency
-builds=("$build" ${builds[@]+"${builds[@]}"})
-export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drpeers}
-lab=$root/contrib/lab.sh
-work=$(mktemp -d /tmp/dualrail-peers-XXXXXX)
-trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-"$lab" up --nodes 2 >/dev/null
-
-# run BUILD IDLE: one exchange run, us per iteration on stdout (empty on failure).
-run() {
-  local bin=$1/perf/dualrail-mr-latency n=$2 dir
-  dir=$(mktemp -d "$work/oob-XXXXXX")
-  timeout 90 "$lab" exec 1 "$bin" "$dir" 1 0 ethA,ethB "$size" "$iters" exchange 0 \
-    >"$dir/peer.log" 2>&1 &
-  local peer=$!
-  timeout 90 "$lab" exec 0 "$bin" "$dir" 0 1 ethA,ethB "$size" "$iters" exchange "$n" \
-    2>"$dir/self.err" | awk '{print $2}'
-  wait "$peer" || true
-}
+. "$root/contrib/lib/perf.sh" # mr_latency_builds, mr_latency_lab, mr_latency_run
+mr_latency_builds peer_scaling.sh "$root" "$baseline"
+mr_latency_lab "$root" peers
 
 declare -A got
 for _ in $(seq "$rounds"); do
   for b in "${!builds[@]}"; do
     for n in ${idle//,/ }; do
-      v=$(run "${builds[$b]}" "$n")
+      v=$(mr_latency_run "${builds[$b]}" "$size" "$iters" "$n" adaptive adaptive)
       [ -n "$v" ] || { echo "peer_scaling.sh: build ${builds[$b]}, $n idle peers: no result" >&2; exit 1; }
       got[$b.$n]="${got[$b.$n]:-} $v"
     done

@@ -35,32 +35,9 @@ done
 [[ $size =~ ^[0-9]+$ && $size -ge 1 && $size -le 16384 ]] || { echo "small_plane.sh: --size 1..16384 (a whole small message)" >&2; exit 1; }
 [[ $iters =~ ^[0-9]+$ && $iters -ge 100 && $iters -le 1000000 ]] || { echo "small_plane.sh: --iters 100..1000000" >&2; exit 1; }
 # shellcheck source=contrib/lib/perf.sh
-. "$root/contrib/lib/perf.sh" # perf_build
-builds=()
-if [ -n "$baseline" ]; then
-  DUALRAIL_BUILD_DIR=$baseline perf_build small_plane.sh "$root" perf/dualrail-mr-latency
-  builds+=("$build")
-fi
-perf_build small_plane.sh "$root" perf/dualrail-mr-latency
-builds=("$build" ${builds[@]+"${builds[@]}"})
-export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drsmall}
-lab=$root/contrib/lab.sh
-work=$(mktemp -d /tmp/dualrail-small-XXXXXX)
-trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-"$lab" up --nodes 2 >/dev/null
-
-# run BUILD W0 W1: one exchange run, node 0 weighing its planes W0, node 1 W1; us per
-# iteration on stdout (empty on failure).
-run() {
-  local bin=$1/perf/dualrail-mr-latency dir
-  dir=$(mktemp -d "$work/oob-XXXXXX")
-  timeout 90 "$lab" exec 1 "$bin" "$dir" 1 0 ethA,ethB "$size" "$iters" exchange 0 "$3" \
-    >"$dir/peer.log" 2>&1 &
-  local peer=$!
-  timeout 90 "$lab" exec 0 "$bin" "$dir" 0 1 ethA,ethB "$size" "$iters" exchange 0 "$2" \
-    2>"$dir/self.err" | awk '{print $2}'
-  wait "$peer" || true
-}
+. "$root/contrib/lib/perf.sh" # mr_latency_builds, mr_latency_lab, mr_latency_run
+mr_latency_builds small_plane.sh "$root" "$baseline"
+mr_latency_lab "$root" small
 
 setups=(agree disagree)
 declare -A weights=([agree]="equal equal" [disagree]="1:3 3:1") got
@@ -68,7 +45,7 @@ for _ in $(seq "$rounds"); do
   for b in "${!builds[@]}"; do
     for s in "${setups[@]}"; do
       # shellcheck disable=SC2086 # the two weights, one word each
-      v=$(run "${builds[$b]}" ${weights[$s]})
+      v=$(mr_latency_run "${builds[$b]}" "$size" "$iters" 0 ${weights[$s]})
       [ -n "$v" ] || { echo "small_plane.sh: build ${builds[$b]}, $s: no result" >&2; exit 1; }
       got[$b.$s]="${got[$b.$s]:-} $v"
     done

@@ -60,3 +60,44 @@ timeline_ok() {
     exit 1
   fi
 }
+
+# The scripts that run dualrail-mr-latency (ucx_mr alone) between lab nodes 0 and 1:
+# perf/peer_scaling.sh, perf/small_plane.sh.
+
+# mr_latency_builds NAME ROOT [BASELINE]: builds=(this build [BASELINE]), each checked by
+# perf_build for perf/dualrail-mr-latency.
+mr_latency_builds() {
+  local name=$1 root=$2 base=${3:-}
+  builds=()
+  if [ -n "$base" ]; then
+    DUALRAIL_BUILD_DIR=$base perf_build "$name" "$root" perf/dualrail-mr-latency
+    builds+=("$build")
+  fi
+  perf_build "$name" "$root" perf/dualrail-mr-latency
+  builds=("$build" ${builds[@]+"${builds[@]}"})
+}
+
+# mr_latency_lab ROOT TAG: a 2-node lab (prefix DUALRAIL_LAB_PREFIX, drTAG if unset) and a
+# work directory, both removed at exit; sets lab and work.
+mr_latency_lab() {
+  export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-dr$2}
+  lab=$1/contrib/lab.sh
+  work=$(mktemp -d "/tmp/dualrail-$2-XXXXXX")
+  trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  "$lab" up --nodes 2 >/dev/null
+}
+
+# mr_latency_run BUILD SIZE ITERS IDLE W0 W1: one run of the exchange between nodes 0 and 1
+# on both planes, node 0 registering IDLE idle peers and weighing its planes W0, node 1 W1
+# (dualrail-mr-latency's arguments); us per iteration on stdout, empty on failure. Both
+# processes run under timeout.
+mr_latency_run() {
+  local bin=$1/perf/dualrail-mr-latency dir peer
+  dir=$(mktemp -d "$work/oob-XXXXXX")
+  timeout 90 "$lab" exec 1 "$bin" "$dir" 1 0 ethA,ethB "$2" "$3" exchange 0 "$6" \
+    >"$dir/peer.log" 2>&1 &
+  peer=$!
+  timeout 90 "$lab" exec 0 "$bin" "$dir" 0 1 ethA,ethB "$2" "$3" exchange "$4" "$5" \
+    2>"$dir/self.err" | awk '{print $2}'
+  wait "$peer" || true
+}

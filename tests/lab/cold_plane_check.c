@@ -23,8 +23,6 @@
  */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "dualrail/ucx_mr.h"
@@ -44,37 +42,16 @@ static int fail(const char *what, dr_status_t st)
 
 int main(int argc, char **argv)
 {
+    /* rank 0 weighs its planes 0:1 toward rank 1, rank 1 1:0 (see above) */
+    const unsigned weights[2][2] = {{0, 1}, {1, 0}};
     int rank = -1, trials = 20;
-    const char *dir = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--rank") == 0) {
-            rank = atoi(argv[i + 1]);
-        } else if (strcmp(argv[i], "--dir") == 0) {
-            dir = argv[i + 1];
-        } else if (strcmp(argv[i], "--trials") == 0) {
-            trials = atoi(argv[i + 1]);
-        }
-    }
-    if ((rank != 0 && rank != 1) || dir == NULL || trials < 2 || trials > 1000) {
-        fprintf(stderr, "usage: cold_plane_check --rank 0|1 --dir DIR [--trials 2..1000]\n");
-        return 2;
-    }
-    dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "ethA,ethB";
-    dr_mr_t *mr = NULL;
-    char err[512];
-    if (dr_mr_create(&cfg, (uint32_t)rank, &mr, err, sizeof(err)) != DR_OK ||
-        dr_oob_connect(mr, dir, (unsigned)rank, (unsigned)(1 - rank), 60, err, sizeof(err)) != 0) {
-        printf("cold_plane_check: rank %d: set-up: %s\n", rank, err);
+    dr_mr_t *mr =
+        dr_lab_pair_open(argc, argv, "cold_plane_check", &rank, &trials, 2, 1000, weights);
+    if (mr == NULL) {
         return 2;
     }
     const uint32_t peer = (uint32_t)(1 - rank);
-    const uint32_t w0[2] = {0, 1}, w1[2] = {1, 0};
-    dr_status_t st = dr_mr_set_weights(mr, peer, rank == 0 ? w0 : w1, 2);
-    if (st != DR_OK) {
-        return fail("set weights", st);
-    }
+    dr_status_t st;
     int within = 0, counted = 0, most = 0;
     for (int k = 0; k < trials; ++k) {
         uint64_t word = (uint64_t)k, got = 0;

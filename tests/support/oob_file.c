@@ -5,6 +5,7 @@
 
 #include "dualrail/ucx_mr.h"
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,4 +84,45 @@ int dr_oob_connect(struct dr_mr *mr, const char *dir, unsigned self, unsigned pe
     dr_status_t st = dr_mr_add_peer(mr, peer, peer_addr, peer_len, err, errlen);
     free(peer_addr);
     return st == DR_OK ? 0 : -1;
+}
+
+struct dr_mr *dr_lab_pair_open(int argc, char **argv, const char *name, int *rank, int *trials,
+                               int min_trials, int max_trials, const unsigned weights[2][2])
+{
+    const char *dir = NULL;
+    *rank = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--rank") == 0) {
+            *rank = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--dir") == 0) {
+            dir = argv[i + 1];
+        } else if (strcmp(argv[i], "--trials") == 0) {
+            *trials = atoi(argv[i + 1]);
+        }
+    }
+    if ((*rank != 0 && *rank != 1) || dir == NULL || *trials < min_trials || *trials > max_trials) {
+        fprintf(stderr, "usage: %s --rank 0|1 --dir DIR [--trials %d..%d]\n", name, min_trials,
+                max_trials);
+        return NULL;
+    }
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "ethA,ethB";
+    dr_mr_t *mr = NULL;
+    char err[512];
+    const uint32_t peer = (uint32_t)(1 - *rank);
+    const uint32_t w[2] = {weights[*rank][0], weights[*rank][1]};
+    dr_status_t st = DR_OK;
+    if (dr_mr_create(&cfg, (uint32_t)*rank, &mr, err, sizeof(err)) != DR_OK ||
+        dr_oob_connect(mr, dir, (unsigned)*rank, peer, 60, err, sizeof(err)) != 0) {
+        printf("%s: rank %d: set-up: %s\n", name, *rank, err);
+    } else if ((st = dr_mr_set_weights(mr, peer, w, 2)) != DR_OK) {
+        printf("%s: rank %d: set weights: %s\n", name, *rank, dr_status_str(st));
+    } else {
+        return mr;
+    }
+    if (mr != NULL) {
+        dr_mr_destroy(mr);
+    }
+    return NULL;
 }

@@ -27,6 +27,17 @@ struct dr_mr;
 int dr_oob_connect(struct dr_mr *mr, const char *dir, unsigned self, unsigned peer, double timeout,
                    char *err, size_t errlen);
 
+/*
+ * The two-rank lab checks (tests/lab/cold_plane_check.c, small_plane_check.c): parses
+ * "--rank 0|1 --dir DIR [--trials N]" (N in [min_trials, max_trials]; *trials holds the
+ * default), then makes a ucx_mr context on the lab's two planes, connects it to the other
+ * rank through DIR and fixes its weights toward it (weights[rank], two planes). Returns
+ * the context, or NULL after printing why, as "NAME: ...": usage on bad arguments, the
+ * set-up's reason otherwise (the check then exits 2).
+ */
+struct dr_mr *dr_lab_pair_open(int argc, char **argv, const char *name, int *rank, int *trials,
+                               int min_trials, int max_trials, const unsigned weights[2][2]);
+
 #ifdef __cplusplus
 }
 #endif
