@@ -72,8 +72,9 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
     }
     if (used == 0) {
         /* An empty message still travels, as one empty segment, so the receiver completes:
-         * on the small-message plane as any whole small message (a barrier's keep the
-         * other planes cold and tell a following peer the plane, see small_plane). */
+         * on the small-message plane, as any whole small message (a barrier's empty
+         * messages then keep the other planes cold and show a following peer the plane,
+         * see small_plane). */
         int plane = w[first] != 0 ? first : 0;
         for (int k = 0; w[plane] == 0 && k < n; ++k) {
             int i = (int)((p->rr + (uint32_t)k) % (uint32_t)n);
@@ -110,9 +111,10 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
  *
  * Each end weighs its planes from its own sends, so the two ends of a pair can choose
  * differently (a plane slower one way, fixed weights set per side): an exchange's two
- * messages then travel on two connections, each carrying data one way only, and neither
- * connection's TCP acknowledgement rides on the reply (README, "each direction on its own
- * plane": 25.3 against 20.2 us at 8 B). So the end with the higher id follows the other:
+ * messages then travel on two connections, each carrying data one way only (neither
+ * connection's TCP acknowledgement rides on the reply: raw UCP measured 25.3 against
+ * 20.2 us at 8 B, ucx_mr alone 1.05x against 1.02x, README "Small messages"), and both
+ * planes stay hot on both ends. So the end with the higher id follows the other:
  * it sends on the plane the peer's last small message came on (Peer::small_rx) while its
  * own link there is up and carries weight, and chooses by its weights only otherwise
  * (nothing from the peer yet, or that plane idle or down on its side).
