@@ -113,7 +113,7 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
  * differently (a plane slower one way, fixed weights set per side): an exchange's two
  * messages then travel on two connections, each carrying data one way only (neither
  * connection's TCP acknowledgement rides on the reply: raw UCP measured 25.3 against
- * 20.2 us at 8 B, ucx_mr alone 1.05x against 1.02x, README "Small messages"), and both
+ * 20.2 us at 8 B, ucx_mr alone 1.05x the one-plane exchange: perf/small_plane.sh), and both
  * planes stay hot on both ends. So the end with the higher id follows the other:
  * it sends on the plane the peer's last small message came on (Peer::small_rx) while its
  * own link there is up and carries weight, and chooses by its weights only otherwise
