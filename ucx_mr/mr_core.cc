@@ -305,15 +305,20 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
                           size_t length, const ucp_am_recv_param_t *param)
 {
     Plane *pl = static_cast<Plane *>(arg);
-    if (header_length != sizeof(WireHdr)) {
+    const size_t extra = header_length - sizeof(WireHdr);
+    if (header_length < sizeof(WireHdr) || extra % sizeof(uint32_t) != 0 ||
+        extra / sizeof(uint32_t) > kAckList) {
         pl->mr->log(DR_LOG_INFO, "plane %d (%s): dropped a message with a %zu-byte header",
                     pl->index, pl->device.c_str(), header_length);
         return UCS_OK;
     }
     WireHdr h;
     memcpy(&h, header, sizeof(h));
+    AckList acks;
+    acks.n = (uint32_t)(extra / sizeof(uint32_t));
+    memcpy(acks.id, static_cast<const char *>(header) + sizeof(WireHdr), extra);
     ucs_status_t ret = UCS_OK;
-    pl->mr->on_am(pl, h, data, length, param, &ret);
+    pl->mr->on_am(pl, h, acks, data, length, param, &ret);
     return ret;
 }
 

@@ -56,7 +56,9 @@ void Mr::note_progress(Link *l, uint64_t now)
         return;
     }
     Peer *p = peers[l->peer].get();
-    for (size_t i = 0; i < planes.size(); ++i) {
+    /* Sent and arriving messages pass here: with no ping out on another plane (the common
+     * case) there is nothing to look at in the peer's other links. */
+    for (size_t i = 0; p->pings_out > (l->ping_out ? 1 : 0) && i < planes.size(); ++i) {
         Link *o = p->links[i].get();
         if (o == l || o->state != DR_LINK_UP || !o->ping_out) {
             continue;
@@ -69,8 +71,16 @@ void Mr::note_progress(Link *l, uint64_t now)
         }
     }
     l->last_progress = now;
-    l->ping_out = false;
+    ping_mark(l, false);
     l->other_alive = 0;
+}
+
+void Mr::ping_mark(Link *l, bool out)
+{
+    if (l->ping_out != out) {
+        l->ping_out = out;
+        peers[l->peer]->pings_out += out ? 1 : -1;
+    }
 }
 
 /*
@@ -156,7 +166,8 @@ void Mr::declare_down(Link *l, const std::string &why)
         l->backoff = readmit_min_us;
     }
     l->next_probe = now + probe_delay(l);
-    l->ping_out = l->probe_out = false;
+    ping_mark(l, false);
+    l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
     weights_link_changed(l);
@@ -218,7 +229,7 @@ void Mr::declare_down(Link *l, const std::string &why)
         Link *o = p->links[i].get();
         if (o->state == DR_LINK_UP) {
             WireHdr h{kDown, (uint8_t)i, kWireVersion, self, 0, (uint32_t)l->plane, 0, 0, 0};
-            ctrl.push_back(Ctrl{o, h});
+            ctrl.push_back(Ctrl{o, h, AckList{}});
             break;
         }
     }
@@ -231,7 +242,7 @@ void Mr::readmit(Link *l)
     l->state = DR_LINK_UP;
     ++l->gen;
     l->probe_out = false;
-    l->ping_out = false;
+    ping_mark(l, false);
     l->other_alive = 0;
     l->last_progress = now;
     l->readmitted_at = now;
@@ -365,7 +376,7 @@ void Mr::watchdog(uint64_t now)
                 ++planes[i]->stats.probes;
                 log(DR_LOG_DEBUG, "peer %u plane %d: silent %.3f s, ping %u", p->id, (int)i,
                     (double)(now - since) / 1e6, l->ping_id);
-                l->ping_out = true;
+                ping_mark(l, true);
                 l->ping_sent = now;
                 l->other_alive = 0;
             }

@@ -14,6 +14,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,7 +30,9 @@ namespace mr {
 
 constexpr unsigned kAmId = 0x1d;
 constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
-constexpr uint16_t kWireVersion = 2; /* 2: kData carries a piggybacked acknowledgement in aux */
+/* 2: kData carries a piggybacked acknowledgement in aux; 3: a kData or kAck header may be
+ * followed by up to kAckList more acknowledged msg_ids (AckList) */
+constexpr uint16_t kWireVersion = 3;
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
 /* UCX_TCP_{TX,RX}_SEG_SIZE = wire segment + this: room for UCX's and our headers. */
@@ -50,6 +53,21 @@ struct WireHdr {
     uint64_t offset;   /* segment offset (kData) */
 };
 static_assert(sizeof(WireHdr) == 40, "wire header layout");
+
+/*
+ * Acknowledgements a header carries beyond its own (kData: aux; kAck: msg_id), sent right
+ * after the WireHdr: UCX's header is sizeof(WireHdr) + 4 x n bytes. A rank that receives
+ * more small messages from a peer than it sends to it (the non-root of a broadcast, a
+ * barrier's partner that also takes the root's next broadcast) owed one acknowledgement per
+ * extra message, and each went out as a message of its own (a send system call and an
+ * arrival at the peer); now a data segment carries all it owes, up to 1 + kAckList, and
+ * one kAck message as many (mr_xfer.cc, ack_flush).
+ */
+constexpr uint32_t kAckList = 14;
+struct AckList {
+    uint32_t id[kAckList];
+    uint32_t n = 0;
+};
 
 uint64_t now_us();
 
@@ -233,6 +251,9 @@ struct Peer {
      * plane from its own weights toward us, which may differ from ours toward it, and a
      * small receive must keep that plane polled (dr_mr_irecv), not only our own choice. */
     int small_rx = -1;
+    /* How many of its links have a ping out (Link::ping_out, kept by Mr::ping_mark): the
+     * common case, none, lets note_progress skip the peer's other links. */
+    int pings_out = 0;
     bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
     uint32_t w_ratios[DR_MAX_PLANES] = {};
     uint64_t w_last = 0;              /* last weight update */
@@ -258,6 +279,7 @@ struct Peer {
 /* An operation handed to UCX; its header must live until UCX completes it. */
 struct Op {
     WireHdr hdr;
+    AckList acks; /* sent right after hdr: UCX takes both as one header (header_len()) */
     bool in_use = false;
     bool data = false;
     Link *link = nullptr;
@@ -265,11 +287,16 @@ struct Op {
     Req *req = nullptr;
     uint32_t req_gen = 0;
     bool counted = false;        /* in its plane's ops_out */
+
+    size_t header_len() const { return sizeof(WireHdr) + sizeof(uint32_t) * acks.n; }
 };
+static_assert(offsetof(Op, acks) == sizeof(WireHdr) && offsetof(AckList, id) == 0,
+              "an Op's header and its acknowledgement list are one contiguous header");
 
 struct Ctrl {
     Link *link;
     WireHdr hdr;
+    AckList acks;
 };
 
 struct Mr {
@@ -361,12 +388,13 @@ struct Mr {
     }
     bool settled(const Peer *p) const; /* none of activate()'s reasons holds */
     Owed owed_pop(Peer *p);
+    void owed_send(Peer *p);
     void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h);
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
-    void on_am(Plane *pl, const WireHdr &h, void *data, size_t len, const ucp_am_recv_param_t *param,
-               ucs_status_t *ret);
+    void on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, size_t len,
+               const ucp_am_recv_param_t *param, ucs_status_t *ret);
     void on_op_done(Op *op, ucs_status_t status);
     void sweep(Peer *p);
     void retire(Req *r);
@@ -384,6 +412,7 @@ struct Mr {
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);
+    void ping_mark(Link *l, bool out); /* sets l->ping_out and its peer's pings_out */
     /* The latest progress of p's live links other than except (0: none) */
     uint64_t others_progress(const Peer *p, const Link *except) const;
     void ack_progress(Peer *p, const Req *r, uint64_t now);

@@ -248,7 +248,7 @@ void Mr::ack_post(Link *l, const Req *r)
         finish |= pack(t.last[i] - start) << (16 * i);
     }
     ctrl.push_back(Ctrl{l, WireHdr{kAck, (uint8_t)l->plane, kWireVersion, self, r->msg_id,
-                                   kAckSpans, r->key, spans, finish}});
+                                   kAckSpans, r->key, spans, finish}, AckList{}});
 }
 
 /* The sender's side: what each plane carried after its first segment, over its span, and

@@ -146,8 +146,8 @@ int Mr::small_plane(const Peer *p) const
 /* Hand op (its header) and len bytes of data to UCX on l's endpoint, eager only. */
 void Mr::post_am(Op *op, Link *l, const void *data, uint64_t len)
 {
+    /* UCX reads only the fields op_attr_mask names: no memset of the whole structure. */
     ucp_request_param_t param;
-    memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_FLAGS;
     /* Eager only: the receiver copies out in the callback, so no UCX operation ever
@@ -158,7 +158,7 @@ void Mr::post_am(Op *op, Link *l, const void *data, uint64_t len)
     Plane *pl = planes[l->plane].get();
     pl->active_at = clock;
     ucs_status_ptr_t sp =
-        ucp_am_send_nbx(l->ep, kAmId, &op->hdr, sizeof(op->hdr), data, len, &param);
+        ucp_am_send_nbx(l->ep, kAmId, &op->hdr, op->header_len(), data, len, &param);
     if (sp == nullptr) {
         on_op_done(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(sp)) {
@@ -202,14 +202,21 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
     op->link_gen = l->gen;
     op->req = r;
     op->req_gen = r->gen;
-    /* Carry the oldest acknowledgement owed to this peer (see kAckDelayUs). Should the
-     * segment be lost with its plane, the peer re-sends the message on a live plane once it
-     * declares that plane down, and draws a fresh ack (mr_health.cc, declare_down). */
+    /* Carry the acknowledgements owed to this peer (see kAckDelayUs), oldest first, while
+     * they are for messages that came on this plane: one in aux, up to kAckList more after
+     * the header (AckList). An ack then travels where its message did, so should the
+     * segment be lost with its plane, the peer, declaring that plane down, re-sends the
+     * message and draws a fresh ack (mr_health.cc, declare_down). */
     Peer *p = peers[l->peer].get();
     uint32_t ack_id = 0;
-    if (p->owed_count != 0) {
+    op->acks.n = 0;
+    if (p->owed_count != 0 && p->owed[p->owed_head].plane == l->plane) {
         ack_id = owed_pop(p).msg_id;
-        ++planes[l->plane]->stats.piggybacked_acks;
+        while (p->owed_count != 0 && op->acks.n < kAckList &&
+               p->owed[p->owed_head].plane == l->plane) {
+            op->acks.id[op->acks.n++] = owed_pop(p).msg_id;
+        }
+        planes[l->plane]->stats.piggybacked_acks += 1 + op->acks.n;
     }
     op->hdr = WireHdr{kData,  (uint8_t)l->plane, kWireVersion, self, r->msg_id, ack_id, r->key,
                       r->len, s.offset};
@@ -255,8 +262,20 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
 void Mr::ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
                    uint64_t total)
 {
-    ctrl.push_back(Ctrl{l, WireHdr{type, (uint8_t)l->plane, kWireVersion, self, msg_id, aux, key,
-                                   total, 0}});
+    if (type == kAck && aux == 0 && total == 0 && !ctrl.empty()) {
+        /* A plain acknowledgement joins the one queued just before it for the same link
+         * (ack_flush queues a peer's in a row): one message carries them all. Timed ones
+         * (ack_post: spans in aux, total, offset) go alone. */
+        Ctrl &c = ctrl.back();
+        if (c.link == l && c.hdr.type == kAck && c.hdr.aux == 0 && c.hdr.total == 0 &&
+            c.acks.n < kAckList) {
+            c.acks.id[c.acks.n++] = msg_id;
+            return;
+        }
+    }
+    ctrl.push_back(
+        Ctrl{l, WireHdr{type, (uint8_t)l->plane, kWireVersion, self, msg_id, aux, key, total, 0},
+             AckList{}});
 }
 
 void Mr::ctrl_flush()
@@ -295,6 +314,7 @@ void Mr::ctrl_flush()
         op->link_gen = l->gen;
         op->hdr = h;
         op->hdr.plane = (uint8_t)l->plane;
+        op->acks = ctrl[i].acks;
         post_am(op, l, nullptr, 0);
     }
     ctrl.clear();
@@ -355,13 +375,23 @@ void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane, 
         return;
     }
     if (p->owed_count == kOwedMax) {
-        const Owed o = owed_pop(p);
-        ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
+        owed_send(p); /* all of them, in as few messages as AckList allows */
     }
     p->owed[(p->owed_head + p->owed_count) % kOwedMax] = Owed{key, msg_id, plane, clock};
     ++p->owed_count;
     ++owed_total;
     activate(p);
+}
+
+/* Every acknowledgement owed to p, queued in a row so that ctrl_post packs those of one
+ * plane into as few kAck messages as AckList allows; each goes on the plane its message
+ * completed on (see send_data). */
+void Mr::owed_send(Peer *p)
+{
+    while (p->owed_count != 0) {
+        const Owed o = owed_pop(p);
+        ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
+    }
 }
 
 /* The oldest acknowledgement owed to p (p->owed_count != 0), taken off its ring. */
@@ -380,12 +410,11 @@ void Mr::ack_flush(bool all, uint64_t now)
     for (size_t pi = 0; pi < active.size() && owed_total != 0; ++pi) {
         Peer *p = active[pi];
         ++work.peer_visits;
-        while (p->owed_count != 0) {
-            if (!all && now - p->owed[p->owed_head].since < kAckDelayUs) {
-                break; /* the ring is in arrival order: the rest are younger */
-            }
-            const Owed o = owed_pop(p);
-            ctrl_post(p->links[o.plane].get(), kAck, o.key, o.msg_id, 0, 0);
+        /* The ring is in arrival order: once its oldest is due, the younger ones go in the
+         * same messages (they would be due one by one, a message each, while the peer keeps
+         * sending more than it receives). */
+        if (p->owed_count != 0 && (all || now - p->owed[p->owed_head].since >= kAckDelayUs)) {
+            owed_send(p);
         }
     }
 }
@@ -430,7 +459,11 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     if (len == 0 && r->total != 0) {
         return;
     }
-    if (len != 0 && !ranges_add(r->got, h.offset, len)) {
+    /* A message that arrives whole as its first segment completes here and is never matched
+     * again (matching skips complete receives; a re-sent copy meets the done ring): it needs
+     * no range list. */
+    const bool whole = r->received == 0 && h.offset == 0 && len == r->total;
+    if (len != 0 && !whole && !ranges_add(r->got, h.offset, len)) {
         ++planes[plane]->stats.duplicates;
         return;
     }
@@ -473,7 +506,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
     }
 }
 
-void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
+void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, size_t len,
                const ucp_am_recv_param_t *param, ucs_status_t *ret)
 {
     if (h.version != kWireVersion || h.plane != pl->index || h.src == self) {
@@ -501,6 +534,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
         ++pl->stats.rx_segments;
         if (h.aux != 0) {
             on_ack(p, h.aux, now, nullptr);
+        }
+        for (uint32_t i = 0; i < acks.n; ++i) {
+            on_ack(p, acks.id[i], now, nullptr);
         }
         /* A msg_id newer than any seen from the peer cannot be in the done ring: the common
          * case (a new message) skips the scan of the ring. */
@@ -567,6 +603,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, void *data, size_t len,
     }
     case kAck:
         on_ack(p, h.msg_id, now, &h);
+        for (uint32_t i = 0; i < acks.n; ++i) {
+            on_ack(p, acks.id[i], now, nullptr); /* a list holds plain acks only (ctrl_post) */
+        }
         return;
     case kPing:
         ctrl_post(l, kPong, 0, 0, h.aux, h.total);

@@ -224,7 +224,7 @@ typedef struct dr_mr_plane_counters {
     uint64_t min_detect_us;     /* over all failures of this plane (0 when none) */
     uint64_t max_detect_us;
     uint64_t total_detect_us;   /* average = total_detect_us / errors */
-    uint64_t tx_acks;           /* acknowledgements sent as messages of their own */
+    uint64_t tx_acks;           /* acknowledgement messages of their own (up to 15 acks each) */
     uint64_t piggybacked_acks;  /* acknowledgements carried by data segments (no message) */
 } dr_mr_plane_stats_t;
 

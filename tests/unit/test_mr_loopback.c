@@ -451,6 +451,79 @@ static void test_acks_ride_on_data(void **state)
     assert_true(tx <= 2 * ROUNDS / 10);
 }
 
+/* n ints from `from` (process id fid) to `to` under keys key.., received and checked. */
+static void send_ints(dr_mr_t *from, uint32_t fid, dr_mr_t *to, uint32_t tid, uint64_t key, int n,
+                      int base)
+{
+    enum { MAX = 160 };
+    assert_true(n <= MAX);
+    static int x[MAX], got[MAX];
+    dr_mr_req_t *r[MAX];
+    for (int i = 0; i < n; ++i) {
+        x[i] = base + i;
+        got[i] = -1;
+        assert_int_equal(dr_mr_irecv(to, fid, key + (uint64_t)i, &got[i], sizeof(int), &r[i]),
+                         DR_OK);
+    }
+    for (int i = 0; i < n; ++i) {
+        dr_mr_req_t *sr;
+        assert_int_equal(dr_mr_isend(from, tid, key + (uint64_t)i, &x[i], sizeof(int), &sr), DR_OK);
+        assert_int_equal(dr_mr_test(from, sr, NULL), DR_OK); /* copied: complete at once */
+        dr_mr_req_free(from, sr);
+    }
+    for (int i = 0; i < n; ++i) {
+        pair_t q = {from, to};
+        dr_status_t ss, rs;
+        finish(&q, NULL, r[i], &ss, &rs, NULL);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(got[i], base + i);
+        dr_mr_req_free(to, r[i]);
+    }
+}
+
+/* Uneven small traffic, as a broadcast's non-root sees beside a barrier: per round a sends
+ * b three messages, b sends a one. b's one message carries the acknowledgements of all three
+ * (one in the header's aux, the others in its AckList), so b sends no acknowledgement as a
+ * message of its own; one per ack beyond the first it used to, a send system call each. */
+static void test_acks_of_uneven_traffic(void **state)
+{
+    pair_t *p = *state;
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx0 = acks_sent(p->b, 0), pb0 = acks_sent(p->b, 1);
+    enum { ROUNDS = 300 };
+    for (int i = 0; i < ROUNDS; ++i) {
+        send_ints(p->a, 0, p->b, 1, 7000 + 4 * (uint64_t)i, 3, i);
+        send_ints(p->b, 1, p->a, 0, 7000 + 4 * (uint64_t)i + 3, 1, -i);
+    }
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx = acks_sent(p->b, 0) - tx0, pb = acks_sent(p->b, 1) - pb0;
+    print_message("%d rounds of 3 messages one way, 1 the other: the receiver of 3 carried %llu "
+                  "acknowledgements on data, sent %llu ack messages\n",
+                  ROUNDS, (unsigned long long)pb, (unsigned long long)tx);
+    /* Margins for a loaded machine (an ack due before b's reply goes alone, with the rest):
+     * without the AckList b sends two per round, 600. */
+    assert_true(pb >= 3 * ROUNDS / 2);
+    assert_true(tx <= ROUNDS / 3);
+}
+
+/* One way only (a broadcast's non-root): b owes an acknowledgement for each of a's 150
+ * messages and has nothing to carry them on. Once the oldest is due (kAckDelayUs) or 32 are
+ * owed, all of them go, packed into kAck messages of up to 15: at most a few messages, not
+ * one per acknowledgement. */
+static void test_acks_one_way_packed(void **state)
+{
+    pair_t *p = *state;
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx0 = acks_sent(p->b, 0);
+    enum { N = 150 };
+    send_ints(p->a, 0, p->b, 1, 8000, N, 0);
+    assert_int_equal(drain_copies(p), 0); /* every copy retired: all acks arrived */
+    const uint64_t tx = acks_sent(p->b, 0) - tx0;
+    print_message("%d messages one way: %llu ack messages back\n", N, (unsigned long long)tx);
+    assert_true(tx >= (N + 14) / 15);
+    assert_true(tx <= N / 4); /* about 14 here; one per acknowledgement before */
+}
+
 /* 4096 idle peers on p->a beside p->b, ROUNDS exchanges with p->b: what progress visits. */
 static void idle_peers_case(pair_t *p, const char *weights)
 {
@@ -696,6 +769,8 @@ int main(void)
         cmocka_unit_test(test_destroy_cancels_receives),
         cmocka_unit_test(test_small_send_completes_at_once),
         cmocka_unit_test(test_acks_ride_on_data),
+        cmocka_unit_test(test_acks_of_uneven_traffic),
+        cmocka_unit_test(test_acks_one_way_packed),
         cmocka_unit_test(test_early_small_message_acked),
         cmocka_unit_test(test_idle_peers_not_visited),
         cmocka_unit_test(test_destroy_delivers_copies),
