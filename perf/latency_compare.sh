@@ -21,6 +21,10 @@
 #                6 us more on the lab), so each dualrail run is paired with the stock run
 #                whose barrier it shares (dr2/ob1, dr2u/ucx); the targets take the better
 #                of the two dualrail runs against the better stock path
+#   dualrail-2a  dualrail-2u with the component's defaults: the benchmark's barrier and
+#                broadcast on coll/dualrail too (every collective on the component, as a
+#                site that selects it runs); shown beside ucx (dr2a/ucx), left out of the
+#                targets (its barrier is not a stock run's)
 #   ob1-tcp      pml ob1, btl tcp over both plane interfaces, coll tuned
 #   ucx          pml ucx, UCX_NET_DEVICES=ethA,ethB, coll tuned
 #   before       (with --baseline-build DIR) dualrail-2 from another build tree,
@@ -55,7 +59,7 @@ while [ $# -gt 0 ]; do
     --rate-iters) rate_iters=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
     --rate) rate=${2:?}; shift ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "latency_compare.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -82,7 +86,7 @@ up=(up --nodes "$nodes")
 bench_args=(-m "$sizes")
 [ -z "$iters" ] || bench_args+=(-i "$iters")
 . "$root/contrib/lib/latency.sh" # latency_opts: the configurations' mpirun options
-names=(dualrail-1 dualrail-2 dualrail-2u ob1-tcp ucx)
+names=(dualrail-1 dualrail-2 dualrail-2u dualrail-2a ob1-tcp ucx)
 [ -z "$baseline" ] || names+=(before)
 run() { # name, round, what (lat|rate)
   local name=$1 k=$2 what=$3 b=$build
@@ -173,7 +177,7 @@ print(f"# allreduce latency, {nodes} ranks on {nodes} lab nodes (one each), plan
 print(f"# median of {rounds} interleaved rounds, microseconds; floor = {rd_rounds} x the one-way")
 print("# latency of ucx_perftest tag_lat over TCP on plane A (the component's recursive-doubling sizes);")
 print(f"# floor-x = {rd_rounds} x the raw UCP exchange on plane A (dualrail-ucp-exchange: both ends send at once)")
-cols = names + ["floor", "floor-x", "dr2/ob1", "dr2u/ucx", "dr/stock", "dr/floor", "dr/fl-x"] + (["dr2/before"] if "before" in names else [])
+cols = names + ["floor", "floor-x", "dr2/ob1", "dr2u/ucx", "dr2a/ucx", "dr/stock", "dr/floor", "dr/fl-x"] + (["dr2/before"] if "before" in names else [])
 print("%-9s" % "size" + "".join("%12s" % c for c in cols))
 missed = []
 ours = [n for n in ("dualrail-2", "dualrail-2u") if n in names]
@@ -186,6 +190,7 @@ for s in sorted(lat["dualrail-2"]):
     ratio = lambda f: "%12s" % ("%.2f" % (d2 / f) if f == f else "-")
     cells = ["%12.2f" % lat[n].get(s, math.nan) for n in names]
     cells += ["%12.2f" % fl, "%12.2f" % fx, pair("dualrail-2", "ob1-tcp"), pair("dualrail-2u", "ucx"),
+              pair("dualrail-2a", "ucx"),
               "%12.2f" % (d2 / best), ratio(fl), ratio(fx)]
     if "before" in names:
         cells.append("%12.3f" % (lat["dualrail-2"][s] / lat["before"][s]))

@@ -4,7 +4,7 @@
 #
 #   perf/syscall_timeline.sh [--config NAME]... [--size BYTES] [--seconds S]
 #
-# For each configuration (latency_compare.sh's: dualrail-1, dualrail-2, dualrail-2u,
+# For each configuration (latency_compare.sh's: dualrail-1, dualrail-2, dualrail-2u, dualrail-2a,
 # ob1-tcp, ucx; default dualrail-2 and ucx) it runs the latency benchmark
 # (dualrail-allreduce-bench, 2 lab nodes x 1 rank, --map-by node, planes not capped), and
 # in the middle of the run records S seconds (default 0.3, at most 2) of the ranks' send and receive

@@ -13,8 +13,13 @@
 # runs pml ucx), so that each dualrail run has a stock run with the same barrier: that
 # barrier decides when each rank starts the timed call (perf/syscall_timeline.sh).
 #
+# dualrail-2a is dualrail-2u with the component's defaults: the benchmark's barrier and
+# broadcast on coll/dualrail too, as a site that selects the component runs every
+# collective; its barrier is then not the stock run's, so it has no paired run and the
+# targets leave it out (perf/latency_compare.sh shows it beside ucx).
+#
 # latency_opts NAME: the mpirun options of configuration NAME (dualrail-1, dualrail-2,
-# dualrail-2u, ob1-tcp, ucx; before is dualrail-2 from another build), as words.
+# dualrail-2u, dualrail-2a, ob1-tcp, ucx; before is dualrail-2 from another build), as words.
 latency_dr_coll=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0)
 latency_ob1=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
 latency_ucx=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB)
@@ -23,6 +28,7 @@ latency_opts() {
     dualrail-1) echo "${latency_dr_coll[*]} ${latency_ob1[*]} --mca coll_dualrail_planes ethA" ;;
     dualrail-2|before) echo "${latency_dr_coll[*]} ${latency_ob1[*]} --mca coll_dualrail_planes ethA,ethB" ;;
     dualrail-2u) echo "${latency_dr_coll[*]} ${latency_ucx[*]} --mca coll_dualrail_planes ethA,ethB" ;;
+    dualrail-2a) echo "--mca coll_dualrail_priority 100 ${latency_ucx[*]} --mca coll_dualrail_planes ethA,ethB" ;;
     ob1-tcp) echo "${latency_ob1[*]}" ;;
     ucx) echo "${latency_ucx[*]}" ;;
     *) return 1 ;;
