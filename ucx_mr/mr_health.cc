@@ -56,9 +56,7 @@ void Mr::note_progress(Link *l, uint64_t now)
         return;
     }
     Peer *p = peers[l->peer].get();
-    /* Sent and arriving messages pass here: with no ping out on another plane (the common
-     * case) there is nothing to look at in the peer's other links. */
-    for (size_t i = 0; p->pings_out > (l->ping_out ? 1 : 0) && i < planes.size(); ++i) {
+    for (size_t i = 0; i < planes.size(); ++i) {
         Link *o = p->links[i].get();
         if (o == l || o->state != DR_LINK_UP || !o->ping_out) {
             continue;
@@ -71,16 +69,8 @@ void Mr::note_progress(Link *l, uint64_t now)
         }
     }
     l->last_progress = now;
-    ping_mark(l, false);
+    l->ping_out = false;
     l->other_alive = 0;
-}
-
-void Mr::ping_mark(Link *l, bool out)
-{
-    if (l->ping_out != out) {
-        l->ping_out = out;
-        peers[l->peer]->pings_out += out ? 1 : -1;
-    }
 }
 
 /*
@@ -166,8 +156,7 @@ void Mr::declare_down(Link *l, const std::string &why)
         l->backoff = readmit_min_us;
     }
     l->next_probe = now + probe_delay(l);
-    ping_mark(l, false);
-    l->probe_out = false;
+    l->ping_out = l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
     weights_link_changed(l);
@@ -242,7 +231,7 @@ void Mr::readmit(Link *l)
     l->state = DR_LINK_UP;
     ++l->gen;
     l->probe_out = false;
-    ping_mark(l, false);
+    l->ping_out = false;
     l->other_alive = 0;
     l->last_progress = now;
     l->readmitted_at = now;
@@ -376,7 +365,7 @@ void Mr::watchdog(uint64_t now)
                 ++planes[i]->stats.probes;
                 log(DR_LOG_DEBUG, "peer %u plane %d: silent %.3f s, ping %u", p->id, (int)i,
                     (double)(now - since) / 1e6, l->ping_id);
-                ping_mark(l, true);
+                l->ping_out = true;
                 l->ping_sent = now;
                 l->other_alive = 0;
             }

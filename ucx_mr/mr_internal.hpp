@@ -251,9 +251,6 @@ struct Peer {
      * plane from its own weights toward us, which may differ from ours toward it, and a
      * small receive must keep that plane polled (dr_mr_irecv), not only our own choice. */
     int small_rx = -1;
-    /* How many of its links have a ping out (Link::ping_out, kept by Mr::ping_mark): the
-     * common case, none, lets note_progress skip the peer's other links. */
-    int pings_out = 0;
     bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
     uint32_t w_ratios[DR_MAX_PLANES] = {};
     uint64_t w_last = 0;              /* last weight update */
@@ -412,7 +409,6 @@ struct Mr {
 
     /* mr_health.cc */
     void note_progress(Link *l, uint64_t now);
-    void ping_mark(Link *l, bool out); /* sets l->ping_out and its peer's pings_out */
     /* The latest progress of p's live links other than except (0: none) */
     uint64_t others_progress(const Peer *p, const Link *except) const;
     void ack_progress(Peer *p, const Req *r, uint64_t now);

@@ -339,6 +339,10 @@ void Mr::done_add(Peer *p, uint64_t key, uint32_t msg_id)
 /* Insert [off, off+len) into the sorted range list; false when it was already held. */
 static bool ranges_add(std::vector<dr_extent_t> &got, uint64_t off, uint64_t len)
 {
+    if (got.empty()) {
+        got.push_back(dr_extent_t{off, len}); /* a message's first segment: most are whole */
+        return true;
+    }
     auto it = std::lower_bound(got.begin(), got.end(), off,
                                [](const dr_extent_t &e, uint64_t o) { return e.offset + e.length <= o; });
     if (it != got.end() && it->offset <= off && off + len <= it->offset + it->length) {
@@ -459,11 +463,7 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     if (len == 0 && r->total != 0) {
         return;
     }
-    /* A message that arrives whole as its first segment completes here and is never matched
-     * again (matching skips complete receives; a re-sent copy meets the done ring): it needs
-     * no range list. */
-    const bool whole = r->received == 0 && h.offset == 0 && len == r->total;
-    if (len != 0 && !whole && !ranges_add(r->got, h.offset, len)) {
+    if (len != 0 && !ranges_add(r->got, h.offset, len)) {
         ++planes[plane]->stats.duplicates;
         return;
     }

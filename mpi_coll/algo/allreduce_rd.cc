@@ -191,7 +191,7 @@ class Rd {
             }
         }
         for (size_t s = 0; s <= slot_unfold(); ++s) {
-            if (eng_.busy(s) && (st = eng_.wait(s)) != DR_OK) {
+            if ((st = eng_.wait(s)) != DR_OK) {
                 return st;
             }
         }

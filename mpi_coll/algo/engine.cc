@@ -149,6 +149,9 @@ Engine::Name Engine::name(int peer) const
 
 dr_status_t Engine::wait(size_t slot)
 {
+    if (ops_[slot].req == nullptr) {
+        return DR_OK; /* a free slot (schedules wait on every slot at their end) */
+    }
     const int peer = ops_[slot].peer;
     const uint32_t step = ops_[slot].step;
     for (;;) {
@@ -319,14 +322,6 @@ dr_status_t Engine::finish(dr_status_t st, std::string *err)
             st = set_error(DR_ERR_INVALID, "internal error: a request to %s was left at step %u",
                            name(op.peer).s, op.step);
         }
-    }
-    if (st == DR_OK && !listening_) {
-        /* The common end of a fast call: no request left (else st is an error now), no
-         * abort receive to drop. */
-        if (err != nullptr) {
-            err->clear();
-        }
-        return DR_OK;
     }
     if (st != DR_OK) {
         notify_peers(st);
