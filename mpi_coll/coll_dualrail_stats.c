@@ -168,7 +168,7 @@ void mca_coll_dualrail_stats_print(void)
     int n = snprintf(table, sizeof(table),
                      "coll/dualrail rank %d: plane statistics\n"
                      "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
-                     "readmits  detect ms min/avg/max\n",
+                     "readmits  detect ms min/avg/max  ack msgs  acks carried\n",
                      cm->world_rank);
     for (int p = 0; p < nplanes() && n < (int)sizeof(table); ++p) {
         dr_mr_plane_stats_t s;
@@ -179,11 +179,12 @@ void mca_coll_dualrail_stats_print(void)
                      s.total_detect_us / 1e3 / (double)s.errors, s.max_detect_us / 1e3);
         }
         n += snprintf(table + n, sizeof(table) - (size_t)n,
-                      "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %s\n", p,
+                      "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %-20s %9llu %13llu\n", p,
                       dr_mr_plane_device(cm->mr, p), s.tx_bytes / 1048576.0,
                       s.rx_bytes / 1048576.0, (unsigned long long)s.tx_segments,
                       (unsigned long long)s.errors, (unsigned long long)s.reroutes,
-                      (unsigned long long)s.readmissions, detect);
+                      (unsigned long long)s.readmissions, detect, (unsigned long long)s.tx_acks,
+                      (unsigned long long)s.piggybacked_acks);
     }
     /* The weights: one line per other rank, its planes' shares and learned rates. */
     if (n < (int)sizeof(table)) {
