@@ -73,11 +73,8 @@ void Mr::log(int level, const char *fmt, ...)
     }
 }
 
-Peer *Mr::peer_get(uint32_t id, bool create)
+Peer *Mr::peer_new(uint32_t id, bool create)
 {
-    if (id < peers.size() && peers[id]) {
-        return peers[id].get();
-    }
     if (!create) {
         return nullptr;
     }
@@ -275,15 +272,6 @@ Req *Mr::req_get()
     r->total = r->received = 0;
     r->last_plane = 0;
     return r;
-}
-
-int Mr::live_planes(const Peer *p) const
-{
-    int n = 0;
-    for (size_t i = 0; i < planes.size(); ++i) {
-        n += p->links[i]->state == DR_LINK_UP;
-    }
-    return n;
 }
 
 std::string Mr::peer_state_text(const Peer *p) const

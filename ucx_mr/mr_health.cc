@@ -135,6 +135,9 @@ void Mr::declare_down(Link *l, const std::string &why)
     const uint64_t now = now_us();
     Peer *p = peers[l->peer].get();
     Plane *pl = planes[l->plane].get();
+    if (p->acks_in_n != 0) {
+        acks_in_apply(p); /* what is acknowledged is not re-sent below */
+    }
     l->state = DR_LINK_DOWN;
     activate(p); /* the watchdog probes it for re-admission */
     ++l->gen;

@@ -120,6 +120,9 @@ struct Plane {
  * polled every kColdPollEvery calls (control messages, probes, connection set-up), and
  * turns hot for kHotUs with anything sent or arriving on it. */
 constexpr uint32_t kColdPollEvery = 8;
+/* Requests a peer's lists may hold before a progress call that finished one sweeps them
+ * anyway (dr_mr_progress). */
+constexpr size_t kSweepDeferMax = 8;
 constexpr uint64_t kHotUs = 2000;
 
 struct Link {
@@ -200,16 +203,24 @@ struct Req {
     RecvTiming timing;
 };
 
+/* Segments up to this size that arrive before their receive are held inside their
+ * Unexpected entry: a message that beats its receive (a broadcast's non-root, a gather's
+ * root, a peer one call ahead) cost a malloc, a free and a cache miss on a fresh block. */
+constexpr size_t kUnexpectedInline = 64;
+
 struct Unexpected {
     uint64_t key;
     uint32_t msg_id;
     uint64_t total;
     uint64_t offset;
     uint64_t length;
-    void *data;
+    void *data;                  /* nullptr: the bytes are in `held` (or there are none) */
     bool ucx_owned;              /* release with ucp_am_data_release, else free() */
     int plane;
     uint64_t at;                 /* arrival time: the delivery spans count from arrivals */
+    unsigned char held[kUnexpectedInline];
+
+    const void *bytes() const { return data != nullptr ? data : held; }
 };
 
 struct Done {
@@ -259,7 +270,7 @@ struct Peer {
     bool dumped = false;     /* state dump written for the current stall */
     void message_done(uint64_t now)
     {
-        last_done = now;
+        last_done = now > last_done ? now : last_done; /* a deferred ack may be older */
         dumped = false;
     }
     std::vector<Req *> sends;
@@ -270,6 +281,11 @@ struct Peer {
     uint32_t newest_msg = 0;   /* newest msg_id seen from the peer: anything newer is not done */
     Owed owed[kOwedMax];       /* ring of acknowledgements owed to the peer */
     uint32_t owed_head = 0, owed_count = 0;
+    /* Acknowledgements that came on the peer's data segments, not yet applied (Mr::ack_in):
+     * msg_ids of copied sends, whose callers are done with them. */
+    uint32_t acks_in[2 * (1 + kAckList)];
+    uint32_t acks_in_n = 0;
+    uint64_t acks_in_at = 0;   /* arrival of the oldest of them: the liveness they prove */
     bool active = false;       /* in Mr::active (Mr::activate) */
 };
 
@@ -311,6 +327,7 @@ struct Mr {
     std::vector<Ctrl> ctrl;
     std::vector<void *> closing;  /* endpoint close requests still running */
     uint32_t owed_total = 0;      /* acknowledgements owed, all peers */
+    uint32_t acks_in_total = 0;   /* Peer::acks_in entries, all peers */
     /*
      * The peers that progress, the acknowledgement flush, the watchdog and the weights look
      * at: those with a request listed, an acknowledgement owed, a plane down, or bytes the
@@ -350,7 +367,13 @@ struct Mr {
 
     /* mr_core.cc */
     void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-    Peer *peer_get(uint32_t id, bool create);
+    /* A known peer in a few instructions (every message looks its peer up, up to five times
+     * per small exchange); an unknown one is made when create is set, else nullptr. */
+    Peer *peer_get(uint32_t id, bool create)
+    {
+        return id < peers.size() && peers[id] ? peers[id].get() : peer_new(id, create);
+    }
+    Peer *peer_new(uint32_t id, bool create); /* peer_get's slow path: id not registered */
     Link *link_get(uint32_t peer, int plane);
     dr_status_t ep_ensure(Link *l);
     void ep_close(Link *l, bool sever = false);
@@ -359,7 +382,14 @@ struct Mr {
     Op *op_get();
     void op_put(Op *op);
     Req *req_get();
-    int live_planes(const Peer *p) const;
+    int live_planes(const Peer *p) const
+    {
+        int n = 0;
+        for (size_t i = 0; i < planes.size(); ++i) {
+            n += p->links[i]->state == DR_LINK_UP;
+        }
+        return n;
+    }
     std::string peer_state_text(const Peer *p) const;
 
     /* mr_xfer.cc */
@@ -373,6 +403,8 @@ struct Mr {
     void ctrl_flush();
     void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
                  uint64_t at, bool acked = false);
+    /* r has every byte: complete it, remember it (duplicates), acknowledge it unless done. */
+    void finish_recv(Peer *p, Req *r, int plane, bool acked);
     void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
              const Req *r = nullptr);
     void ack_flush(bool all, uint64_t now);
@@ -386,7 +418,11 @@ struct Mr {
     bool settled(const Peer *p) const; /* none of activate()'s reasons holds */
     Owed owed_pop(Peer *p);
     void owed_send(Peer *p);
-    void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h);
+    /* live: note the liveness it proves (ack_progress); false for a deferred one (ack_in) */
+    void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live = true);
+    void ack_in(Peer *p, uint32_t msg_id);
+    void acks_in_apply(Peer *p);
+    void acks_in_apply_all();
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);

@@ -22,6 +22,9 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     int events = 0;
     mr->clock = now_us();
     ++mr->work.progress_calls;
+    if (mr->acks_in_total != 0) {
+        mr->acks_in_apply_all(); /* what the last call's data segments acknowledged */
+    }
     /* The polled planes take turns (each until it has nothing more, at most 64 rounds,
      * and no further once a round finished a request: its waiter wants to know now, and
      * one more round is one more system call per polled plane before it does):
@@ -64,6 +67,10 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->ctrl_flush();
         mr->weights_tick(now);
     }
+    /* A call that finished a request returns to its waiter without tidying short lists
+     * (sweep): the next call does it, in the time the next message takes to come. A peer
+     * whose messages are always there by the time it looks is swept once its lists grow. */
+    const bool tidy = mr->finished == finished;
     for (size_t pi = 0; pi < mr->active.size();) {
         Peer *p = mr->active[pi];
         ++mr->work.peer_visits;
@@ -83,7 +90,9 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
                 mr->issue(l);
             }
         }
-        mr->sweep(p);
+        if (tidy || p->sends.size() + p->recvs.size() > kSweepDeferMax) {
+            mr->sweep(p);
+        }
         ++pi;
     }
     return events;
@@ -93,7 +102,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
  * (probes), bytes the next weights tick must take in. */
 bool Mr::settled(const Peer *p) const
 {
-    if (p->owed_count != 0) {
+    if (p->owed_count != 0 || p->acks_in_n != 0) {
         return false;
     }
     for (size_t i = 0; i < planes.size(); ++i) {
@@ -138,13 +147,9 @@ extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
     }
 }
 
-extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
+/* dr_mr_test under the caller's lock. */
+static dr_status_t req_test(Req *r, size_t *len)
 {
-    if (req == nullptr) {
-        return DR_ERR_INVALID;
-    }
-    Guard g(mr); /* another thread's progress writes the request's state */
-    Req *r = req;
     if (r->is_send && !r->complete && r->ops == 0 && (r->acked || r->status != DR_OK)) {
         r->complete = true;
     }
@@ -155,6 +160,44 @@ extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
         *len = (size_t)(r->is_send ? r->len : r->received);
     }
     return r->status;
+}
+
+/* dr_mr_req_free under the caller's lock. */
+static void req_free(Mr *mr, Req *r)
+{
+    if (!r->complete && r->copied) {
+        r->released = true; /* sweep() recycles it once acknowledged (or failed) */
+        return;
+    }
+    if (!r->complete) {
+        /* Freeing a running request would leave UCX reading a buffer the caller reuses. */
+        mr->log(DR_LOG_WARN, "dr_mr_req_free on a running request (peer %u, key %llu) ignored",
+                r->peer, (unsigned long long)r->key);
+        return;
+    }
+    mr->recycle(r);
+}
+
+extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
+{
+    if (req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr); /* another thread's progress writes the request's state */
+    return req_test(req, len);
+}
+
+extern "C" dr_status_t dr_mr_test_free(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
+{
+    if (mr == nullptr || req == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr);
+    const dr_status_t st = req_test(req, len);
+    if (st != DR_INPROGRESS) {
+        req_free(mr, req);
+    }
+    return st;
 }
 
 extern "C" dr_status_t dr_mr_wait(dr_mr_t *mr, dr_mr_req_t *req, double timeout, size_t *len)
@@ -207,18 +250,7 @@ extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
         return;
     }
     Guard g(mr);
-    Req *r = req;
-    if (!r->complete && r->copied) {
-        r->released = true; /* sweep() recycles it once acknowledged (or failed) */
-        return;
-    }
-    if (!r->complete) {
-        /* Freeing a running request would leave UCX reading a buffer the caller reuses. */
-        mr->log(DR_LOG_WARN, "dr_mr_req_free on a running request (peer %u, key %llu) ignored",
-                r->peer, (unsigned long long)r->key);
-        return;
-    }
-    mr->recycle(r);
+    req_free(mr, req);
 }
 
 extern "C" void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out)
@@ -240,7 +272,15 @@ extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)
     for (size_t pi = 0; mr != nullptr && pi < mr->peers.size(); ++pi) {
         const Peer *p = mr->peers[pi].get();
         for (size_t i = 0; p != nullptr && i < p->sends.size(); ++i) {
-            n += p->sends[i]->copied && !p->sends[i]->complete ? 1 : 0;
+            const Req *r = p->sends[i];
+            if (!r->copied || r->complete || r->acked) {
+                continue;
+            }
+            bool acked = false; /* an acknowledgement that came and is not applied yet */
+            for (uint32_t k = 0; k < p->acks_in_n && !acked; ++k) {
+                acked = p->acks_in[k] == r->msg_id;
+            }
+            n += acked ? 0 : 1;
         }
     }
     return n;

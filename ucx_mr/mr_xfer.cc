@@ -423,14 +423,58 @@ void Mr::ack_flush(bool all, uint64_t now)
     }
 }
 
-void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h)
+/*
+ * An acknowledgement carried by a data segment is for a copied send, complete for its caller
+ * already: applying it (the send's lookup, its planes' liveness, its recycling) can wait for
+ * the next progress call. Applied where the segment arrives, it ran between the arrival of
+ * the data a waiter wants and that waiter's return: in a 2-rank exchange each call's arrival
+ * carries the acknowledgement of the previous call's send.
+ */
+void Mr::ack_in(Peer *p, uint32_t msg_id)
+{
+    if (p->acks_in_n == sizeof(p->acks_in) / sizeof(p->acks_in[0])) {
+        acks_in_apply(p);
+    }
+    if (p->acks_in_n == 0) {
+        p->acks_in_at = clock;
+    }
+    p->acks_in[p->acks_in_n++] = msg_id;
+    ++acks_in_total;
+    activate(p);
+}
+
+void Mr::acks_in_apply(Peer *p)
+{
+    /* Without the liveness an acknowledgement proves (ack_progress): a copied send is one
+     * segment, and its acknowledgement rides back on the plane that segment completed on,
+     * which the carrying segment's own arrival noted then (on_am). Noted now, it would be
+     * old news that could answer a ping sent after it came. */
+    for (uint32_t i = 0; i < p->acks_in_n; ++i) {
+        on_ack(p, p->acks_in[i], p->acks_in_at, nullptr, false);
+    }
+    acks_in_total -= p->acks_in_n;
+    p->acks_in_n = 0;
+}
+
+void Mr::acks_in_apply_all()
+{
+    for (size_t pi = 0; pi < active.size() && acks_in_total != 0; ++pi) {
+        if (active[pi]->acks_in_n != 0) {
+            acks_in_apply(active[pi]);
+        }
+    }
+}
+
+void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live)
 {
     /* msg_id alone names the message: it is unique per direction (never 0). */
     for (Req *r : p->sends) {
         if (r->msg_id == msg_id) {
             if (!r->acked) {
                 ++finished;
-                ack_progress(p, r, now);
+                if (live) {
+                    ack_progress(p, r, now);
+                }
                 if (h != nullptr) {
                     weights_on_ack(p, r, *h);
                 }
@@ -445,6 +489,21 @@ void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h)
 void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
                  uint64_t at, bool acked)
 {
+    if (!r->bound && h.offset == 0 && len == h.total && len != 0 && len <= cfg.copy_max &&
+        len <= r->len) {
+        /* A small message whole in one segment, its receive fresh: complete at once. It
+         * needs no range list (a copy of it arriving later finds it in the done ring) and
+         * no arrival times (only the acknowledgement of a message above copy_max carries
+         * delivery spans, ack_post). */
+        r->bound = true;
+        r->msg_id = h.msg_id;
+        r->total = len;
+        memcpy(r->buf, data, len);
+        r->received = len;
+        r->last_plane = plane;
+        finish_recv(p, r, plane, acked);
+        return;
+    }
     if (!r->bound) {
         r->bound = true;
         r->timing = RecvTiming{};
@@ -474,13 +533,18 @@ void Mr::deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t l
     r->last_plane = plane;
     timing_note(r->timing, plane, len, at);
     if (r->received == r->total) {
-        r->complete = true;
-        ++finished;
-        p->message_done(clock);
-        done_add(p, r->key, r->msg_id);
-        if (!acked) {
-            ack(p, r->key, r->msg_id, r->total, plane, r);
-        }
+        finish_recv(p, r, plane, acked);
+    }
+}
+
+void Mr::finish_recv(Peer *p, Req *r, int plane, bool acked)
+{
+    r->complete = true;
+    ++finished;
+    p->message_done(clock);
+    done_add(p, r->key, r->msg_id);
+    if (!acked) {
+        ack(p, r->key, r->msg_id, r->total, plane, r);
     }
 }
 
@@ -496,7 +560,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
         WireHdr h{kData, (uint8_t)u.plane, kWireVersion, p->id, u.msg_id, 0, u.key, u.total,
                   u.offset};
         /* A message that arrived whole was acknowledged then (on_am). */
-        deliver(p, r, h, u.data, u.length, u.plane, u.at, u.offset == 0 && u.length == u.total);
+        deliver(p, r, h, u.bytes(), u.length, u.plane, u.at, u.offset == 0 && u.length == u.total);
         if (u.ucx_owned) {
             ucp_am_data_release(planes[u.plane]->worker, u.data);
         } else {
@@ -533,10 +597,10 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         pl->stats.rx_bytes += len;
         ++pl->stats.rx_segments;
         if (h.aux != 0) {
-            on_ack(p, h.aux, now, nullptr);
+            ack_in(p, h.aux);
         }
         for (uint32_t i = 0; i < acks.n; ++i) {
-            on_ack(p, acks.id[i], now, nullptr);
+            ack_in(p, acks.id[i]);
         }
         /* A msg_id newer than any seen from the peer cannot be in the done ring: the common
          * case (a new message) skips the scan of the ring. */
@@ -581,21 +645,26 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
                 return;
             }
         }
-        Unexpected u{h.key, h.msg_id, h.total, h.offset, len, data, false, pl->index, now};
+        p->unexpected.push_back(Unexpected{h.key, h.msg_id, h.total, h.offset, len, data, false,
+                                           pl->index, now, {}});
+        Unexpected &u = p->unexpected.back();
         if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
             u.ucx_owned = true;
             *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
-        } else if (len != 0) {
+        } else if (len <= kUnexpectedInline) {
+            u.data = nullptr;
+            if (len != 0) {
+                memcpy(u.held, data, len);
+            }
+        } else {
             u.data = malloc(len);
             if (u.data == nullptr) {
+                p->unexpected.pop_back();
                 log(DR_LOG_WARN, "out of memory holding an early segment from process %u", h.src);
                 return;
             }
             memcpy(u.data, data, len);
-        } else {
-            u.data = nullptr;
         }
-        p->unexpected.push_back(u);
         if (whole) {
             ack(p, h.key, h.msg_id, h.total, pl->index);
         }
@@ -662,6 +731,7 @@ void Mr::drain_copies(uint64_t limit_us)
      * usable plane is not waited for. */
     const uint64_t end = now_us() + limit_us;
     for (;;) {
+        acks_in_apply_all();
         bool pending = false;
         for (size_t pi = 0; pi < peers.size() && !pending; ++pi) {
             const Peer *p = peers[pi].get();

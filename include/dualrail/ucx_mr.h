@@ -182,6 +182,13 @@ dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req);
 /* Release a completed request. */
 void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req);
 
+/*
+ * dr_mr_test, and once the request is no longer running dr_mr_req_free in the same
+ * call: DR_INPROGRESS leaves it as it is; any other status is its final one and req is
+ * gone. What a waiter that is done with a request calls (one lock, one lookup).
+ */
+dr_status_t dr_mr_test_free(dr_mr_t *mr, dr_mr_req_t *req, size_t *len);
+
 /* Why the last failed request failed: names the peer and every plane's state. */
 const char *dr_mr_last_error(const dr_mr_t *mr);
 

@@ -110,7 +110,8 @@ static void fill(unsigned char *buf, size_t n, unsigned seed)
 static void test_sizes_both_orders(void **state)
 {
     pair_t *p = *state;
-    static const size_t sizes[] = {0, 1, 7, 4096, 65536 + 1, 3 * 1024 * 1024 + 5};
+    /* 64 and 65: an early segment held inside its entry or in a block of its own */
+    static const size_t sizes[] = {0, 1, 7, 64, 65, 4096, 65536 + 1, 3 * 1024 * 1024 + 5};
     for (int early = 0; early < 2; ++early) {
         for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
             size_t n = sizes[i];
@@ -236,6 +237,47 @@ static void test_wait_timeout_and_bad_args(void **state)
     assert_int_equal(dr_mr_set_weights(p->a, 1, &zero, 1), DR_ERR_INVALID);
     assert_int_equal(dr_mr_set_weights(p->a, 1, &one, 2), DR_ERR_INVALID);
     assert_int_equal(dr_mr_set_weights(p->a, 1, &one, 1), DR_OK);
+}
+
+/* dr_mr_test_free: running requests are left alone, finished ones come back with their
+ * status and length (and are gone: the loop reuses the same buffers for 100 rounds). */
+static void test_test_free(void **state)
+{
+    pair_t *p = *state;
+    assert_int_equal(dr_mr_test_free(NULL, NULL, NULL), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_test_free(p->a, NULL, NULL), DR_ERR_INVALID);
+    for (int round = 0; round < 100; ++round) {
+        int out[3] = {round, 2 * round, 3 * round}, in[4] = {-1, -1, -1, -1};
+        dr_mr_req_t *s, *r;
+        assert_int_equal(dr_mr_irecv(p->b, 0, 5000 + (uint64_t)round, in, sizeof(in), &r), DR_OK);
+        size_t rlen = 0, slen = 0;
+        assert_int_equal(dr_mr_test_free(p->b, r, &rlen), DR_INPROGRESS); /* nothing sent */
+        assert_int_equal(dr_mr_isend(p->a, 1, 5000 + (uint64_t)round, out, sizeof(out), &s), DR_OK);
+        dr_status_t ss = DR_INPROGRESS, rs = DR_INPROGRESS;
+        for (double end = now_s() + 20;
+             (ss == DR_INPROGRESS || rs == DR_INPROGRESS) && now_s() < end;) {
+            dr_mr_progress(p->a);
+            dr_mr_progress(p->b);
+            if (ss == DR_INPROGRESS) {
+                ss = dr_mr_test_free(p->a, s, &slen);
+            }
+            if (rs == DR_INPROGRESS) {
+                rs = dr_mr_test_free(p->b, r, &rlen);
+            }
+        }
+        assert_int_equal(ss, DR_OK);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(slen, sizeof(out));
+        assert_int_equal(rlen, sizeof(out));
+        assert_memory_equal(in, out, sizeof(out));
+        assert_int_equal(in[3], -1);
+    }
+    /* Every copy acknowledged in the end, although its request was freed before. */
+    for (double end = now_s() + 10; now_s() < end && dr_mr_unacked_copies(p->a) != 0;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    assert_int_equal(dr_mr_unacked_copies(p->a), 0);
 }
 
 static void test_add_peer_errors(void **state)
@@ -764,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_keys_match_out_of_order),
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_wait_timeout_and_bad_args),
+        cmocka_unit_test(test_test_free),
         cmocka_unit_test(test_add_peer_errors),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_destroy_cancels_receives),
