@@ -60,6 +60,7 @@ bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t
 }
 
 enum {
+    DUALRAIL_OWN_UNSET = -1, /* not classified yet: at the first reduction */
     DUALRAIL_OWN_NONE = 0,
     DUALRAIL_OWN_SUM8,  /* wrapping 8-bit sum */
     DUALRAIL_OWN_SUM16, /* wrapping 16-bit sum */
@@ -70,8 +71,18 @@ enum {
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype)
 {
+    /* Classified at the first reduction, which comes after the call's first send: what
+     * runs before that send is what a small exchange's latency pays twice (README, Small
+     * messages, eleventh round). */
     ctx->op = op;
     ctx->dtype = dtype;
+    ctx->own = DUALRAIL_OWN_UNSET;
+}
+
+static void reduce_ctx_classify(mca_coll_dualrail_reduce_ctx_t *ctx)
+{
+    struct ompi_op_t *op = ctx->op;
+    struct ompi_datatype_t *dtype = ctx->dtype;
     ctx->own = DUALRAIL_OWN_NONE;
     if (op == &ompi_mpi_op_sum.op && narrow_int(dtype) != 0) {
         ctx->own = narrow_int(dtype) == 1 ? DUALRAIL_OWN_SUM8 : DUALRAIL_OWN_SUM16;
@@ -84,7 +95,10 @@ void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, stru
 
 void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *arg)
 {
-    const mca_coll_dualrail_reduce_ctx_t *ctx = arg;
+    mca_coll_dualrail_reduce_ctx_t *ctx = arg;
+    if (ctx->own == DUALRAIL_OWN_UNSET) {
+        reduce_ctx_classify(ctx);
+    }
     switch (ctx->own) {
     case DUALRAIL_OWN_SUM8: {
         /* Two's complement: signed and unsigned sums wrap identically as unsigned. */

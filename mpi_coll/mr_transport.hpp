@@ -84,6 +84,10 @@ class MrTransport final : public Transport {
         return dr_mr_cancel(mr_, static_cast<dr_mr_req_t *>(req));
     }
     void release(Req req) override { dr_mr_req_free(mr_, static_cast<dr_mr_req_t *>(req)); }
+    dr_status_t reap(Req req, size_t *len) override
+    {
+        return dr_mr_test_free(mr_, static_cast<dr_mr_req_t *>(req), len);
+    }
     int progress() override { return dr_mr_progress(mr_); }
     void peer_name(int peer, char *buf, size_t len) const override
     {

@@ -71,23 +71,8 @@ class Rd {
         }
         buf_[kBufRecv] = static_cast<char *>(p_.recvbuf);
         buf_[kBufSend] = const_cast<char *>(static_cast<const char *>(p_.sendbuf));
-        if (role_ != RdRole::kExtra) {
-            int need = 0;
-            for (int i = 0; i < reductions_; ++i) {
-                need = target(i) > need ? target(i) : need;
-            }
-            const size_t stride = (bytes_ + 63) / 64 * 64;
-            char *s =
-                need == 0 ? nullptr : static_cast<char *>(scratch.reserve(stride * (size_t)need));
-            if (need != 0 && s == nullptr) {
-                return eng_.finish(eng_.set_error(DR_ERR_NO_MEMORY,
-                                                  "out of memory for %zu bytes of scratch",
-                                                  bytes_ * (size_t)need),
-                                   err);
-            }
-            buf_[kBufS1] = s;
-            buf_[kBufS2] = s == nullptr ? nullptr : s + stride;
-            eng_.set_scratch(s, stride * (size_t)need);
+        if (role_ != RdRole::kExtra && (st = take_scratch(scratch)) != DR_OK) {
+            return eng_.finish(st, err);
         }
         st = eng_.finish(role_ == RdRole::kExtra ? extra() : participate(), err);
         if (eng_.scratch_busy()) {
@@ -107,6 +92,26 @@ class Rd {
     int target(int i) const { return backwards_ ? (reductions_ - 1 - i) % 3 : (i + 1) % 3; }
 
     uint64_t key(int step) const { return eng_.key((uint32_t)step, 0, 0); }
+
+    /* The scratch vectors the rotation receives into, before any traffic (a rank that
+     * cannot have them fails before its peers wait for it). */
+    dr_status_t take_scratch(Scratch &scratch)
+    {
+        /* The highest buffer index target() gives, i.e. how many scratch vectors: the
+         * rotation visits 0, 1, 2 downwards (backwards) or 1, 2, 0 upwards. */
+        const int need =
+            backwards_ ? (reductions_ < 3 ? reductions_ - 1 : 2) : (reductions_ < 2 ? 1 : 2);
+        const size_t stride = (bytes_ + 63) / 64 * 64;
+        char *s = need == 0 ? nullptr : static_cast<char *>(scratch.reserve(stride * (size_t)need));
+        if (need != 0 && s == nullptr) {
+            return eng_.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch",
+                                  bytes_ * (size_t)need);
+        }
+        buf_[kBufS1] = s;
+        buf_[kBufS2] = s == nullptr ? nullptr : s + stride;
+        eng_.set_scratch(s, stride * (size_t)need);
+        return DR_OK;
+    }
 
     /* Fold out: hand our data to rank + 1, get the result back. */
     dr_status_t extra()
@@ -190,12 +195,7 @@ class Rd {
                 return st;
             }
         }
-        for (size_t s = 0; s <= slot_unfold(); ++s) {
-            if ((st = eng_.wait(s)) != DR_OK) {
-                return st;
-            }
-        }
-        return DR_OK;
+        return eng_.wait_all();
     }
 
     const Params &p_;

@@ -77,8 +77,8 @@ dr_status_t bcast_binomial(Transport &t, const Params &p, std::string *err)
             }
         }
     }
-    for (size_t s = (size_t)nseg; s < (size_t)nseg * (size_t)(1 + nch) && st == DR_OK; ++s) {
-        st = eng.wait(s);
+    if (st == DR_OK) {
+        st = eng.wait_all(); /* the forwards to the children */
     }
     return eng.finish(st, err);
 }

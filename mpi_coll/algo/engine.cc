@@ -42,39 +42,30 @@ dr_status_t abort_status(int32_t code)
 
 } // namespace
 
-Engine::Engine(Transport &t, const Params &p, const char *algo) : t_(t), p_(p), algo_(algo) {}
+Engine::Engine(Transport &t, const Params &p, const char *algo) : t_(t), p_(p), algo_(algo)
+{
+    const dr_key_fields_t f = {p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask, 0, 0, 0};
+    const bool ok = dr_key_pack(&f, &key_base_);
+    assert(ok); /* each kind's entry bounds every field before an algorithm runs */
+    (void)ok;
+}
 
 Engine::~Engine() = default;
 
 dr_status_t Engine::init(size_t nslots, const int *peers, size_t npeers)
 {
     try {
-        ops_.assign(nslots, Op{});
+        ops_.assign_zero(nslots);
+        peers_.reserve(npeers);
         listeners_.reserve(npeers);
         failed_.reserve(npeers);
         for (size_t i = 0; i < npeers; ++i) {
-            bool dup = peers[i] < 0 || peers[i] == p_.rank;
-            for (const Listener &l : listeners_) {
-                dup = dup || l.peer == peers[i];
-            }
-            if (!dup) {
-                listeners_.push_back(Listener{peers[i], nullptr, 0});
-            }
+            peers_.push_back(peers[i]);
         }
     } catch (const std::bad_alloc &) {
         return set_error(DR_ERR_NO_MEMORY, "out of memory for %zu request slots", nslots);
     }
     return DR_OK;
-}
-
-uint64_t Engine::key(uint32_t step, uint32_t block, uint32_t seg) const
-{
-    const dr_key_fields_t f = {p_.comm_id, (uint32_t)p_.kind, p_.seq & kSeqMask, step, block, seg};
-    uint64_t k = 0;
-    const bool ok = dr_key_pack(&f, &k);
-    assert(ok); /* each kind's entry bounds every field before an algorithm runs */
-    (void)ok;
-    return k;
 }
 
 /* Both directions are posted alike; only the transport call and the label differ. */
@@ -97,6 +88,7 @@ dr_status_t Engine::post(size_t slot, int peer, uint32_t step, uint64_t key, voi
     op.step = step;
     op.len = len;
     op.send = send;
+    ++running_;
     return DR_OK;
 }
 
@@ -119,12 +111,12 @@ dr_status_t Engine::test(size_t slot)
         return DR_OK;
     }
     size_t got = 0;
-    dr_status_t st = t_.test(op.req, &got);
+    dr_status_t st = t_.reap(op.req, &got);
     if (st == DR_INPROGRESS) {
         return st;
     }
-    t_.release(op.req);
     op.req = nullptr;
+    --running_;
     if (st != DR_OK) {
         return transport_error(st, op.peer, op.step, op.send ? "send to" : "receive from");
     }
@@ -164,6 +156,17 @@ dr_status_t Engine::wait(size_t slot)
             return st;
         }
     }
+}
+
+dr_status_t Engine::wait_all()
+{
+    for (size_t s = 0; s < ops_.size() && running_ != 0; ++s) {
+        const dr_status_t st = wait(s);
+        if (st != DR_OK) {
+            return st;
+        }
+    }
+    return DR_OK;
 }
 
 dr_status_t Engine::stalled(int peer, uint32_t step)
@@ -213,9 +216,26 @@ dr_status_t Engine::stalled(int peer, uint32_t step)
     return DR_OK;
 }
 
+void Engine::peer_set()
+{
+    if (listeners_.size() != 0) {
+        return;
+    }
+    for (int q : peers_) {
+        bool dup = q < 0 || q == p_.rank;
+        for (const Listener &l : listeners_) {
+            dup = dup || l.peer == q;
+        }
+        if (!dup) {
+            listeners_.push_back(Listener{q, nullptr, 0}); /* reserved in init() */
+        }
+    }
+}
+
 dr_status_t Engine::listen()
 {
     listening_ = true;
+    peer_set();
     const uint64_t k = key(kAbortStep, 0, 0);
     for (Listener &l : listeners_) {
         if (t_.irecv(l.peer, k, &l.code, kAbortLen, &l.req) != DR_OK) {
@@ -232,11 +252,10 @@ dr_status_t Engine::check_aborts()
             continue;
         }
         size_t got = 0;
-        dr_status_t st = t_.test(l.req, &got);
+        dr_status_t st = t_.reap(l.req, &got);
         if (st == DR_INPROGRESS) {
             continue;
         }
-        t_.release(l.req);
         l.req = nullptr;
         if (st == DR_OK && got == kAbortLen) {
             aborted_by_ = l.peer;
@@ -298,6 +317,7 @@ dr_status_t Engine::set_error(dr_status_t st, const char *fmt, ...)
 
 void Engine::notify_peers(dr_status_t st)
 {
+    peer_set();
     const uint64_t k = key(kAbortStep, 0, 0);
     for (const Listener &l : listeners_) {
         if (l.peer == aborted_by_ || failed(l.peer)) {
@@ -305,17 +325,22 @@ void Engine::notify_peers(dr_status_t st)
         }
         Transport::Req r = nullptr;
         if (t_.isend(l.peer, k, abort_payload(st), kAbortLen, &r) == DR_OK) {
+            /* Running: the peer may never take it; the transport keeps it. */
             size_t got;
-            if (t_.test(r, &got) != DR_INPROGRESS) {
-                t_.release(r);
-            }
-            /* else: the peer may never take it; the transport keeps the request */
+            (void)t_.reap(r, &got);
         }
     }
 }
 
 dr_status_t Engine::finish(dr_status_t st, std::string *err)
 {
+    if (st == DR_OK && running_ == 0 && !listening_) {
+        /* The common end of a small collective: nothing running, no abort receives. */
+        if (err != nullptr) {
+            err->clear();
+        }
+        return DR_OK;
+    }
     for (Op &op : ops_) {
         if (op.req != nullptr && st == DR_OK) {
             /* An algorithm left a request running: a bug, never a silent success. */
@@ -330,9 +355,7 @@ dr_status_t Engine::finish(dr_status_t st, std::string *err)
         if (l.req != nullptr) {
             t_.cancel(l.req);
             size_t got;
-            if (t_.test(l.req, &got) != DR_INPROGRESS) {
-                t_.release(l.req);
-            }
+            (void)t_.reap(l.req, &got);
             l.req = nullptr;
         }
     }
@@ -344,9 +367,7 @@ dr_status_t Engine::finish(dr_status_t st, std::string *err)
             t_.cancel(op.req);
         }
         size_t got;
-        if (t_.test(op.req, &got) != DR_INPROGRESS) {
-            t_.release(op.req);
-        } else {
+        if (t_.reap(op.req, &got) == DR_INPROGRESS) {
             /* A running send, which the transport keeps (see engine.hpp). */
             const char *b = static_cast<const char *>(op.buf);
             if (scratch_ != nullptr && b < scratch_ + scratch_len_ && scratch_ < b + op.len) {

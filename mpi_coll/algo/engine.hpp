@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -45,6 +46,7 @@
 
 #include "algo/coll.hpp"
 #include "algo/transport.hpp"
+#include "dualrail/key.h"
 #include "dualrail/status.h"
 
 namespace dualrail {
@@ -89,12 +91,11 @@ template <class T, size_t N> class InlineArray {
         data_ = heap_.get();
         cap_ = n;
     }
-    void assign(size_t n, const T &v)
+    /* n elements of all-zero bytes (for a T whose zero bytes are its empty value). */
+    void assign_zero(size_t n)
     {
         reserve(n);
-        for (size_t i = 0; i < n; ++i) {
-            new (&data_[i]) T(v);
-        }
+        memset(static_cast<void *>(data_), 0, n * sizeof(T));
         size_ = n;
     }
     void push_back(const T &v)
@@ -128,7 +129,15 @@ class Engine {
     /* Allocate nslots request slots; peers: every rank this rank exchanges with. */
     dr_status_t init(size_t nslots, const int *peers, size_t npeers);
 
-    uint64_t key(uint32_t step, uint32_t block, uint32_t seg) const;
+    /* The key of (step, block, seg) in this call: the call's part (communicator, kind,
+     * sequence) is packed once, in the constructor. */
+    uint64_t key(uint32_t step, uint32_t block, uint32_t seg) const
+    {
+        assert(step <= DR_KEY_MASK_(DR_KEY_STEP_BITS) && block <= DR_KEY_MASK_(DR_KEY_BLOCK_BITS) &&
+               seg <= DR_KEY_MASK_(DR_KEY_SEG_BITS));
+        return key_base_ | (uint64_t)step << (DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS) |
+               (uint64_t)block << DR_KEY_SEG_BITS | seg;
+    }
 
     /* Start a transfer in a free slot. len 0 posts nothing. */
     dr_status_t isend(size_t slot, int peer, uint32_t step, uint64_t key, const void *buf,
@@ -140,6 +149,9 @@ class Engine {
     dr_status_t test(size_t slot);
     /* test() + stalled() until the slot is done. */
     dr_status_t wait(size_t slot);
+    /* wait() for every slot still running, in slot order: the end of a schedule. Returns at
+     * once when none runs (a small collective's copied sends are complete already). */
+    dr_status_t wait_all();
     /* Nothing completed: drive the network, idle, check timeout and aborts. */
     dr_status_t stalled(int peer, uint32_t step);
 
@@ -171,10 +183,12 @@ class Engine {
   private:
     dr_status_t post(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len,
                      bool send);
+    /* A free slot is all zero bytes (init() clears the table with one memset); the other
+     * fields mean something only while req is set. */
     struct Op {
         Transport::Req req = nullptr;
         const void *buf = nullptr;
-        int peer = -1;
+        int peer = 0;
         uint32_t step = 0;
         size_t len = 0;
         bool send = false;
@@ -190,6 +204,8 @@ class Engine {
     };
     Name name(int peer) const;
     dr_status_t transport_error(dr_status_t st, int peer, uint32_t step, const char *what);
+    /* listeners_ from peers_ (each peer once, neither -1 nor this rank); once per call. */
+    void peer_set();
     dr_status_t listen();
     dr_status_t check_aborts();
     void notify_peers(dr_status_t st);
@@ -202,8 +218,14 @@ class Engine {
     /* Inline sizes: recursive doubling on up to 64 ranks (2 + 2 log2 n + 1 slots, log2 n + 1
      * peers); larger schedules move far more data than one allocation costs. */
     InlineArray<Op, 16> ops_;
+    /* The schedule's peers as init() got them (duplicates, -1 and self included): the
+     * listener set is built from them only once a call waits long enough to listen, which a
+     * small collective never does. */
+    InlineArray<int, 8> peers_;
     InlineArray<Listener, 8> listeners_;
     InlineArray<int, 8> failed_;
+    uint64_t key_base_ = 0;
+    size_t running_ = 0; /* slots holding a request */
     bool listening_ = false;
     int aborted_by_ = -1;
     uint64_t completions_ = 0;

@@ -119,8 +119,8 @@ dr_status_t reduce_rabenseifner(Transport &t, const Params &p, Scratch &scratch,
                            work + g.offset * esz, g.count * esz);
         }
     }
-    for (size_t s = rs_slots; s < slot && st == DR_OK; ++s) {
-        st = eng.wait(s);
+    if (st == DR_OK) {
+        st = eng.wait_all(); /* the gather's sends */
     }
     return eng.finish(st, err, scratch);
 }

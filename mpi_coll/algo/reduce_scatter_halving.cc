@@ -124,8 +124,8 @@ dr_status_t reduce_scatter_halving(Transport &t, const Params &p, const Blocks &
         st = eng.isend((size_t)rounds + 1, r - 1, unfold, eng.key(unfold, 0, 0),
                        work + x.offset * esz, x.count * esz);
     }
-    for (int j = 0; j < rounds + 1 && st == DR_OK; ++j) {
-        st = eng.wait(1 + (size_t)j);
+    if (st == DR_OK) {
+        st = eng.wait_all(); /* the rounds' sends and the unfold's */
     }
     if (st == DR_OK && own.count != 0) {
         memcpy(dst, work + own.offset * esz, own.count * esz);

@@ -102,8 +102,8 @@ dr_status_t scatter_binomial(Transport &t, const Params &p, Scratch &scratch, st
         }
         st = eng.isend(1 + (size_t)i, a, 0, eng.key(0, 0, 0), from, (size_t)cs * bs);
     }
-    for (int i = 0; i < nch && st == DR_OK; ++i) {
-        st = eng.wait(1 + (size_t)i);
+    if (st == DR_OK) {
+        st = eng.wait_all(); /* the sends to the children */
     }
     return eng.finish(st, err, scratch);
 }

@@ -14,7 +14,8 @@
  *   - a running receive may be cancelled (its buffer is never written again),
  *     a running send may not;
  *   - release() takes completed requests only; a running send that the caller
- *     abandons stays owned by the transport (freed when the transport is).
+ *     abandons stays owned by the transport (freed when the transport is);
+ *     reap() is test() and, once done, release().
  * Nothing here throws.
  */
 #ifndef DUALRAIL_ALGO_TRANSPORT_HPP
@@ -42,6 +43,16 @@ class Transport {
     /* Receives only; a completed request is left as it is (DR_OK). */
     virtual dr_status_t cancel(Req req) = 0;
     virtual void release(Req req) = 0;
+    /* test(), and release() once it is no longer running: what a waiter done with the
+     * request calls. A transport may do both at once (ucx_mr: one call, one lock). */
+    virtual dr_status_t reap(Req req, size_t *len)
+    {
+        const dr_status_t st = test(req, len);
+        if (st != DR_INPROGRESS) {
+            release(req);
+        }
+        return st;
+    }
     /* Drive the network; non-zero when anything happened. Never blocks. */
     virtual int progress() = 0;
 

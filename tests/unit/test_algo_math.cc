@@ -251,7 +251,7 @@ static void test_inline_array(void **state)
     };
     InlineArray<Rec, 4> v;
     assert_int_equal(v.capacity(), 4);
-    v.assign(3, Rec{1, 2});
+    v.assign_zero(3);
     assert_int_equal(v.size(), 3);
     v.push_back(Rec{9, 10});
     assert_int_equal(v.size(), 4);
@@ -262,8 +262,8 @@ static void test_inline_array(void **state)
     assert_true(v.capacity() >= 10);
     assert_ptr_not_equal(v.begin(), inline_data);
     assert_int_equal(v.size(), 4);
-    assert_int_equal(v[0].a, 1);
-    assert_int_equal(v[2].b, 2);
+    assert_int_equal(v[0].a, 0);
+    assert_int_equal(v[2].b, 0);
     assert_int_equal(v[3].a, 9);
     assert_int_equal(v[3].b, 10);
     for (int i = 0; i < 6; ++i) {
@@ -274,11 +274,12 @@ static void test_inline_array(void **state)
     for (const Rec &r : v) {
         sum += r.b;
     }
-    assert_int_equal(sum, 2 + 2 + 2 + 10 + (0 + 1 + 2 + 3 + 4 + 5));
-    v.assign(20, Rec{}); /* grows again, every element the given value */
+    assert_int_equal(sum, 10 + (0 + 1 + 2 + 3 + 4 + 5));
+    v.assign_zero(20); /* grows again, every element zero bytes */
     assert_int_equal(v.size(), 20);
-    assert_int_equal(v[19].a, -1);
-    assert_int_equal(v[19].b, 7);
+    assert_int_equal(v[19].a, 0);
+    assert_int_equal(v[19].b, 0);
+    assert_int_equal(v[3].a, 0);
 }
 
 /*
