@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Instructions per small MPI_Allreduce on rank 0, counted by callgrind: the one figure of the
+# small-message path that does not move with this machine's noise (its latencies spread
+# 15-30 % from run to run, more than a change of a tenth of the path's work moves them).
+#
+#   perf/instr_count.sh [--configs LIST] [--size BYTES] [--calls N] [--baseline-build DIR]
+#
+# For each configuration of LIST (names of contrib/lib/latency.sh; default
+# dualrail-2a,dualrail-2u,ucx,ob1-tcp), dualrail-allreduce-bench's back-to-back rate loop
+# (-r, SIZE bytes, default 8) runs on 2 lab nodes x 1 rank with rank 0 under
+# `valgrind --tool=callgrind --toggle-collect=PMPI_Allreduce`, once with N calls (default
+# 2000) and once with 3N: the difference over 2N is per call, so start-up and connection
+# set-up cancel out. Rank 0 runs some 50 times slower than rank 1, so the peer's message is
+# nearly always there when rank 0 looks; what is left of waiting is split off:
+#   total      PMPI_Allreduce inclusive, per call
+#   progress   the pollers inclusive (dr_mr_progress, opal_progress), per call
+#   handlers   the message handlers inclusive (ucp_am_handler: ours; ucp_eager_only_handler:
+#              pml ucx's tag path; mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match:
+#              ob1's, whose libevent callback has no symbol), per call
+#   work       total - progress + handlers: a call's own instructions without its polls
+# With --baseline-build DIR each dualrail configuration also runs with the component and
+# ucx_mr of DIR ("before"). Uses its own lab (prefix drinstr unless DUALRAIL_LAB_PREFIX is
+# set), removed at exit. Needs root and valgrind (apt-get install valgrind). Bounded: each
+# job under `timeout 600`.
+set -euo pipefail
+export LC_ALL=C
+root=$(cd "$(dirname "$0")/.." && pwd)
+configs=dualrail-2a,dualrail-2u,ucx,ob1-tcp size=8 calls=2000 baseline=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --configs) configs=${2:?}; shift ;;
+    --size) size=${2:?}; shift ;;
+    --calls) calls=${2:?}; shift ;;
+    --baseline-build) baseline=${2:?}; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "instr_count.sh: unknown option $1" >&2; exit 1 ;;
+  esac
+  shift
+done
+[[ $size =~ ^[0-9]+$ && $size -ge 4 && $size -le 65536 ]] || { echo "instr_count.sh: --size 4..65536" >&2; exit 1; }
+[[ $calls =~ ^[0-9]+$ && $calls -ge 100 && $calls -le 20000 ]] || { echo "instr_count.sh: --calls 100..20000" >&2; exit 1; }
+if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+  echo "instr_count.sh: valgrind missing (apt-get install valgrind)" >&2
+  exit 1
+fi
+# shellcheck source=contrib/lib/latency.sh
+. "$root/contrib/lib/latency.sh" # latency_opts
+for c in ${configs//,/ }; do
+  latency_opts "$c" >/dev/null || { echo "instr_count.sh: unknown configuration $c" >&2; exit 1; }
+done
+# shellcheck source=contrib/lib/perf.sh
+. "$root/contrib/lib/perf.sh" # perf_build
+if [ -n "$baseline" ]; then
+  DUALRAIL_BUILD_DIR=$baseline perf_build instr_count.sh "$root"
+  baseline=$build
+fi
+perf_build instr_count.sh "$root" perf/dualrail-allreduce-bench
+export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drinstr}
+lab=$root/contrib/lab.sh
+work=$(mktemp -d /tmp/dualrail-instr-XXXXXX)
+trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+"$lab" up --nodes 2 >/dev/null
+
+# Rank 0 under callgrind (its output in $work/out.<pid>), rank 1 as it is.
+cat >"$work/rank0.sh" <<'EOS'
+#!/bin/sh
+dir=$1
+shift
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 0 ]; then
+  exec valgrind --tool=callgrind --toggle-collect=PMPI_Allreduce \
+    --callgrind-out-file="$dir/out.%p" "$@"
+fi
+exec "$@"
+EOS
+chmod +x "$work/rank0.sh"
+
+count() { # name build calls -> callgrind file of rank 0 in $work/NAME.CALLS
+  local name=$1 b=$2 n=$3 cfg=${1%@*}
+  rm -f "$work"/out.*
+  # shellcheck disable=SC2046 # latency_opts is a word list by design
+  if ! DUALRAIL_BUILD_DIR=$b timeout 600 "$lab" mpirun -np 2 --map-by node $(latency_opts "$cfg") \
+       "$work/rank0.sh" "$work" "$build/perf/dualrail-allreduce-bench" -m "$size:$size" -i "$n" -r \
+       >"$work/$name.$n.log" 2>&1; then
+    echo "instr_count.sh: $name ($n calls) failed:" >&2
+    tail -n 20 "$work/$name.$n.log" >&2
+    exit 1
+  fi
+  mv "$work"/out.* "$work/$name.$n"
+}
+names=()
+for c in ${configs//,/ }; do
+  names+=("$c")
+  [[ -z $baseline || $c != dualrail-* ]] || names+=("$c@before")
+done
+for name in "${names[@]}"; do
+  b=$build
+  [[ $name != *@before ]] || b=$baseline
+  echo "instr_count.sh: $name" >&2
+  count "$name" "$b" "$calls"
+  count "$name" "$b" $((3 * calls))
+done
+
+python3 - "$work" "$calls" "$size" "${names[@]}" <<'PY'
+import re, subprocess, sys
+work, calls, size, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+POLL = ("dr_mr_progress", "opal_progress")
+HANDLERS = ("ucp_am_handler", "ucp_eager_only_handler", "mca_btl_tcp_frag_recv",
+            "mca_pml_ob1_recv_frag_callback_match")
+
+def inclusive(path):
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100",
+                          path], capture_output=True, text=True, check=True).stdout
+    cost = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S+)", line)
+        if m:
+            fn = re.sub(r"\(.*", "", m.group(2).split(":", 1)[-1])
+            cost[fn] = max(cost.get(fn, 0), int(m.group(1).replace(",", "")))
+    return cost
+
+print(f"# instructions per {size}-byte MPI_Allreduce on rank 0 (2 lab nodes x 1 rank, callgrind,")
+print(f"# ({3 * calls} - {calls} calls) / {2 * calls}; work = total - progress + handlers)")
+print("%-22s %9s %9s %9s %9s" % ("configuration", "total", "progress", "handlers", "work"))
+for name in names:
+    a, c = inclusive(f"{work}/{name}.{calls}"), inclusive(f"{work}/{name}.{3 * calls}")
+    per = lambda keys: sum(c.get(k, 0) - a.get(k, 0) for k in keys) / (2 * calls)
+    total, poll, hand = per(("PMPI_Allreduce",)), per(POLL), per(HANDLERS)
+    print("%-22s %9.0f %9.0f %9.0f %9.0f" % (name, total, poll, hand, total - poll + hand))
+PY
