@@ -61,7 +61,7 @@ static_assert(sizeof(WireHdr) == 40, "wire header layout");
  * barrier's partner that also takes the root's next broadcast) owed one acknowledgement per
  * extra message, and each went out as a message of its own (a send system call and an
  * arrival at the peer); now a data segment carries all it owes, up to 1 + kAckList, and
- * one kAck message as many (mr_xfer.cc, ack_flush).
+ * one kAck message as many (mr_acks.cc, ack_flush).
  */
 constexpr uint32_t kAckList = 14;
 struct AckList {
@@ -398,16 +398,10 @@ struct Mr {
     void post_am(Op *op, Link *l, const void *data, uint64_t len);
     void issue(Link *l);
     void send_data(Link *l, Req *r, uint32_t seg);
-    void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
-                   uint64_t total);
-    void ctrl_flush();
     void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
                  uint64_t at, bool acked = false);
     /* r has every byte: complete it, remember it (duplicates), acknowledge it unless done. */
     void finish_recv(Peer *p, Req *r, int plane, bool acked);
-    void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
-             const Req *r = nullptr);
-    void ack_flush(bool all, uint64_t now);
     void activate(Peer *p)
     {
         if (!p->active) {
@@ -416,13 +410,6 @@ struct Mr {
         }
     }
     bool settled(const Peer *p) const; /* none of activate()'s reasons holds */
-    Owed owed_pop(Peer *p);
-    void owed_send(Peer *p);
-    /* live: note the liveness it proves (ack_progress); false for a deferred one (ack_in) */
-    void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live = true);
-    void ack_in(Peer *p, uint32_t msg_id);
-    void acks_in_apply(Peer *p);
-    void acks_in_apply_all();
     void recv_match_unexpected(Peer *p, Req *r);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
@@ -433,6 +420,21 @@ struct Mr {
     void retire(Req *r);
     void recycle(Req *r);
     void drain_copies(uint64_t limit_us);
+
+    /* mr_acks.cc */
+    void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,
+                   uint64_t total);
+    void ctrl_flush();
+    void ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane,
+             const Req *r = nullptr);
+    void ack_flush(bool all, uint64_t now);
+    Owed owed_pop(Peer *p);
+    void owed_send(Peer *p);
+    /* live: note the liveness it proves (ack_progress); false for a deferred one (ack_in) */
+    void on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live = true);
+    void ack_in(Peer *p, uint32_t msg_id);
+    void acks_in_apply(Peer *p);
+    void acks_in_apply_all();
 
     /* mr_weights.cc */
     void weights_init(Peer *p);
