@@ -325,7 +325,8 @@ void Engine::notify_peers(dr_status_t st)
         }
         Transport::Req r = nullptr;
         if (t_.isend(l.peer, k, abort_payload(st), kAbortLen, &r) == DR_OK) {
-            /* Running: the peer may never take it; the transport keeps it. */
+            /* Released if done; a running one stays with the transport (the peer may
+             * never take it). */
             size_t got;
             (void)t_.reap(r, &got);
         }
