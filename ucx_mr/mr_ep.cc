@@ -1,0 +1,148 @@
+/*
+ * ucx_mr endpoints: one UCP endpoint per (peer, plane), made on first use, its failures
+ * recorded for progress to act on, closed (forcibly, after cutting a black-holed
+ * connection's sockets) when its plane is declared down or the context goes.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "mr_internal.hpp"
+
+namespace dualrail {
+namespace mr {
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    Link *l = static_cast<Link *>(arg);
+    if (ep != l->ep) {
+        return; /* an endpoint we already replaced */
+    }
+    l->ep_failed = true;
+    l->ep_status = status;
+    l->mr->deferred = true;
+}
+
+dr_status_t Mr::ep_ensure(Link *l)
+{
+    if (l->ep != nullptr) {
+        return l->ep_failed ? DR_ERR_UCX : DR_OK;
+    }
+    Peer *p = peer_get(l->peer, false);
+    if (p == nullptr || !p->known) {
+        return DR_ERR_INVALID;
+    }
+    ucp_ep_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t *>(p->addrs[l->plane].data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = ep_error_cb;
+    params.err_handler.arg = l;
+    ucp_ep_h ep;
+    ucs_status_t st = ucp_ep_create(planes[l->plane]->worker, &params, &ep);
+    if (st != UCS_OK) {
+        log(DR_LOG_INFO, "peer %u plane %d (%s): cannot create endpoint: %s", l->peer, l->plane,
+            planes[l->plane]->device.c_str(), ucs_status_string(st));
+        return DR_ERR_UCX;
+    }
+    l->ep = ep;
+    l->ep_failed = false;
+    l->ep_status = UCS_OK;
+    l->used = true;
+    return DR_OK;
+}
+
+/*
+ * Shut down this process's TCP connections between the plane's address and
+ * the peer's address on that plane. Why: destroying a connected UCX 1.13 TCP
+ * endpoint whose send side is stuck (a black hole) leaves UCX's TCP transport
+ * with half-torn-down state that later crashes inside uct_tcp_iface_progress.
+ * A connection that has failed is torn down cleanly, so a stalled plane's
+ * sockets are made to fail first. Runs only when a plane is declared down.
+ */
+int Mr::sever_sockets(Link *l)
+{
+    Peer *p = peers[l->peer].get();
+    const std::string &mine = planes[l->plane]->ip;
+    if (mine.empty() || p->ips.size() <= (size_t)l->plane || p->ips[l->plane].empty()) {
+        return 0;
+    }
+    in_addr local, remote;
+    if (inet_pton(AF_INET, mine.c_str(), &local) != 1 ||
+        inet_pton(AF_INET, p->ips[l->plane].c_str(), &remote) != 1) {
+        return 0;
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d == nullptr) {
+        return 0;
+    }
+    int n = 0;
+    while (struct dirent *e = readdir(d)) {
+        int fd = atoi(e->d_name);
+        if (fd <= 2 || fd == dirfd(d)) {
+            continue;
+        }
+        sockaddr_in a, b;
+        socklen_t la = sizeof(a), lb = sizeof(b);
+        if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &la) != 0 || a.sin_family != AF_INET ||
+            getpeername(fd, reinterpret_cast<sockaddr *>(&b), &lb) != 0 || b.sin_family != AF_INET) {
+            continue;
+        }
+        if (a.sin_addr.s_addr == local.s_addr && b.sin_addr.s_addr == remote.s_addr) {
+            shutdown(fd, SHUT_RDWR);
+            ++n;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+void Mr::ep_close(Link *l, bool sever)
+{
+    if (l->ep == nullptr) {
+        return;
+    }
+    if (sever && !l->ep_failed && sever_sockets(l) > 0) {
+        /* Let UCX see the failure before the endpoint is destroyed; bounded. */
+        for (uint64_t end = now_us() + 200000; !l->ep_failed && (clock = now_us()) < end;) {
+            ucp_worker_progress(planes[l->plane]->worker);
+        }
+    }
+    ucp_ep_h ep = l->ep;
+    l->ep = nullptr;
+    l->ep_failed = false;
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    /* FORCE: a failed or silent plane cannot be flushed; pending sends are cancelled. */
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &param);
+    if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) {
+        closing.push_back(sp);
+    }
+}
+
+/* Free the endpoint close requests that have finished. */
+void Mr::reap_closing()
+{
+    for (size_t i = 0; i < closing.size();) {
+        if (ucp_request_check_status(closing[i]) != UCS_INPROGRESS) {
+            ucp_request_free(closing[i]);
+            closing[i] = closing.back();
+            closing.pop_back();
+        } else {
+            ++i;
+        }
+    }
+}
+
+} // namespace mr
+} // namespace dualrail
