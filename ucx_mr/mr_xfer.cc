@@ -665,12 +665,16 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
         }
         if (!r->complete) {
             /* mr->clock (req_new) is what the plane that carries it is marked active with */
-            if (len != 0 && len <= mr->cfg.copy_max) {
+            if (len <= mr->cfg.copy_max && mr->cfg.copy_max != 0) {
                 /* Small: complete for the caller now; the copy is what a failover re-sends.
-                 * assign() reuses the request's capacity: no allocation once warm. */
-                const char *b = static_cast<const char *>(buf);
-                r->copy.assign(b, b + len);
-                r->buf = r->copy.data();
+                 * assign() reuses the request's capacity: no allocation once warm. An empty
+                 * message has nothing to copy and is complete now too (it waited for the
+                 * peer's acknowledgement, a round trip, against what dr_mr_isend says). */
+                if (len != 0) {
+                    const char *b = static_cast<const char *>(buf);
+                    r->copy.assign(b, b + len);
+                    r->buf = r->copy.data();
+                }
                 r->copied = true;
             }
             r->msg_id = p->next_msg_id++;

@@ -429,6 +429,19 @@ static void test_small_send_completes_at_once(void **state)
     dr_mr_req_free(p->b, r);
     assert_int_equal(drain_copies(p), 0);
 
+    /* An empty message is complete at once too (it has nothing to copy), and delivered. */
+    assert_int_equal(dr_mr_isend(p->a, 1, 4999, NULL, 0, &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(dr_mr_unacked_copies(p->a), 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4999, dst, sizeof(dst), &r), DR_OK);
+    got = 12345;
+    finish(p, NULL, r, &ss, &rs, &got);
+    assert_int_equal(rs, DR_OK);
+    assert_int_equal(got, 0);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(drain_copies(p), 0);
+
     /* One byte more: no copy, the send runs until b takes the message. */
     fill(src, N + 1, 10);
     assert_int_equal(dr_mr_isend(p->a, 1, 5001, src, N + 1, &s), DR_OK);
