@@ -149,8 +149,11 @@ static void mr_log(int level, const char *msg, void *arg)
  */
 static void runtime_interfaces(char *buf, size_t len)
 {
+    /* The MCA variables behind DR_TOPO_RUNTIME_IF_ENVS, in its order. */
     static const char *const vars[][3] = {{"orte", "oob", "tcp"}, {"opal", "btl", "tcp"}};
-    static const char *const envs[] = {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"};
+    static const char *const envs[] = DR_TOPO_RUNTIME_IF_ENVS;
+    _Static_assert(sizeof(envs) / sizeof(envs[0]) == sizeof(vars) / sizeof(vars[0]),
+                   "one MCA variable per environment variable");
     buf[0] = '\0';
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); ++i) {
         int idx = mca_base_var_find(vars[i][0], vars[i][1], vars[i][2], "if_include");

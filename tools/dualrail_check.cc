@@ -215,7 +215,8 @@ std::string plane_text(const Env &e, int l)
 std::vector<std::string> runtime_interfaces(const std::vector<dr_topo_ifaddr_t> &ifs)
 {
     std::vector<std::string> out;
-    for (const char *var : {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"}) {
+    static const char *const vars[] = DR_TOPO_RUNTIME_IF_ENVS;
+    for (const char *var : vars) {
         const char *v = getenv(var);
         if (v == nullptr) {
             continue;

@@ -191,6 +191,14 @@ dr_status_t dr_topo_discover(const dr_topo_t *t, const dr_topo_ifaddr_t *ifs, in
                              const dr_topo_discover_opts_t *opts, dr_topo_discovery_t *out,
                              char *err, size_t errlen);
 
+/*
+ * The environment variables that name the interfaces of Open MPI's runtime (oob) and its
+ * point-to-point traffic (btl tcp): the management network, never a plane. Discovery leaves
+ * them out in coll/dualrail and in dualrail-check alike; an initializer for an array of
+ * const char *, oob first.
+ */
+#define DR_TOPO_RUNTIME_IF_ENVS {"OMPI_MCA_oob_tcp_if_include", "OMPI_MCA_btl_tcp_if_include"}
+
 /* A plane list as text ("mlx5_0:1|mlx5_2:1,mlx5_1:1|mlx5_3:1"); returns the length needed. */
 size_t dr_topo_planes_format(const dr_plane_list_t *list, char *buf, size_t len);
 
