@@ -414,19 +414,34 @@ int main(int argc, char **argv)
         }
     }
     fallbacks(ops, fb);
-    /* Cancel and free of a running collective are refused; it still completes. */
+    /*
+     * Cancel and free of a running collective are refused; it still completes. "Running" must
+     * be certain where the free is tried: the ranks start one after another (a token passed
+     * point to point), and each one but the last tries the free before handing the token on,
+     * so the rank that has not started yet holds the allreduce back. The last rank starts
+     * it everywhere, and a progress thread may finish it before that rank's free (a free that
+     * succeeds there would release the request under the MPI_Wait below), so the last one
+     * tries the cancel only.
+     */
     {
         op_t *o = &ops[0];
         o->kind = K_ALLREDUCE;
         o->count = MAXC;
         MPI_Request req;
+        int token = 0;
+        if (rank > 0) {
+            MPI_Recv(&token, 1, MPI_INT, rank - 1, 999, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
         start(o, 999, 0, MPI_COMM_WORLD, &req);
         const int rc = MPI_Cancel(&req);
         check(rc != MPI_SUCCESS, "MPI_Cancel refused", 999, 0);
-        MPI_Request keep = req;
-        const int rf = MPI_Request_free(&keep);
-        check(rf != MPI_SUCCESS && keep != MPI_REQUEST_NULL,
-              "MPI_Request_free refused while running", 999, 0);
+        if (rank < size - 1) {
+            MPI_Request keep = req;
+            const int rf = MPI_Request_free(&keep);
+            check(rf != MPI_SUCCESS && keep != MPI_REQUEST_NULL,
+                  "MPI_Request_free refused while running", 999, 0);
+            MPI_Send(&token, 1, MPI_INT, rank + 1, 999, MPI_COMM_WORLD);
+        }
         MPI_Status st;
         check(MPI_Wait(&req, &st) == MPI_SUCCESS, "MPI_Wait after MPI_Cancel", 999, 0);
         int cancelled = 1;
