@@ -71,9 +71,8 @@ enum {
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype)
 {
-    /* Classified at the first reduction, which comes after the call's first send: what
-     * runs before that send is what a small exchange's latency pays twice (README, Small
-     * messages, eleventh round). */
+    /* Classified at the first reduction, which comes after the call's first send: a small
+     * exchange's latency pays for what runs before that send (README, Small messages). */
     ctx->op = op;
     ctx->dtype = dtype;
     ctx->own = DUALRAIL_OWN_UNSET;

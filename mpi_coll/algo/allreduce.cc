@@ -34,6 +34,13 @@ Params normalized(const Params &in)
     return p;
 }
 
+/* Whether normalized() would leave p as it is. */
+static bool is_normalized(const Params &p)
+{
+    return p.seq == (p.seq & kSeqMask) && p.sendbuf != p.recvbuf && p.rd_max_bytes != 0 &&
+           p.segment_size != 0;
+}
+
 int allreduce_choose(const Params &p)
 {
     if (p.algorithm == kAlgoRing || p.algorithm == kAlgoRd) {
@@ -85,10 +92,8 @@ dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::str
     if (in.recvbuf == nullptr) {
         return reject(err, kKindAllreduce, "no receive buffer");
     }
-    /* The C API hands over normalized arguments: no copy then (it was a tenth of what an
-     * 8-byte call ran before its send). */
-    if (in.seq != (in.seq & kSeqMask) || in.sendbuf == in.recvbuf || in.rd_max_bytes == 0 ||
-        in.segment_size == 0) {
+    /* The C API hands over normalized arguments: no copy of them then. */
+    if (!is_normalized(in)) {
         const Params p = normalized(in);
         return allreduce_run(t, p, scratch, err);
     }
