@@ -1,0 +1,388 @@
+/*
+ * ucx_mr's acknowledgements and copies inside one process (the pair of mr_pair.h on
+ * loopback): a small send complete at once with its copy kept until acknowledged,
+ * acknowledgements riding on data or packed into as few messages as the traffic
+ * allows, early messages acknowledged, idle peers left unvisited by progress, and
+ * destroy delivering what is still copied.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "mr_pair.h"
+
+/* Progress both contexts until a has no unacknowledged copy left; bounded at 10 s. */
+static size_t drain_copies(pair_t *p)
+{
+    for (double end = now_s() + 10; now_s() < end && dr_mr_unacked_copies(p->a) != 0;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    return dr_mr_unacked_copies(p->a);
+}
+
+static uint64_t acks_sent(dr_mr_t *mr, int piggybacked)
+{
+    dr_mr_plane_stats_t st;
+    assert_int_equal(dr_mr_plane_stats(mr, 0, &st), DR_OK);
+    return piggybacked ? st.piggybacked_acks : st.tx_acks;
+}
+
+/* A send of at most copy_max bytes (16 KiB by default) is complete when dr_mr_isend
+ * returns, before the peer has done anything: the caller may reuse the buffer at once
+ * and the peer still gets the bytes as they were. ucx_mr keeps the copy until the peer
+ * acknowledges it. A longer send completes only with the peer's acknowledgement. */
+static void test_small_send_completes_at_once(void **state)
+{
+    pair_t *p = *state;
+    enum { N = 16 * 1024 };
+    static unsigned char src[N + 1], want[N + 1], dst[N + 1];
+    fill(src, N + 1, 9);
+    memcpy(want, src, sizeof(src));
+    assert_int_equal(drain_copies(p), 0); /* earlier tests' copies */
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 5000, src, N, &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    memset(src, 0x5a, N); /* the caller's buffer is its own again */
+    assert_int_equal(dr_mr_unacked_copies(p->a), 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 5000, dst, sizeof(dst), &r), DR_OK);
+    dr_status_t ss, rs;
+    size_t got = 0;
+    finish(p, NULL, r, &ss, &rs, &got);
+    assert_int_equal(rs, DR_OK);
+    assert_int_equal(got, N);
+    assert_memory_equal(dst, want, N);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(drain_copies(p), 0);
+
+    /* An empty message is complete at once too (it has nothing to copy), and delivered. */
+    assert_int_equal(dr_mr_isend(p->a, 1, 4999, NULL, 0, &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(dr_mr_unacked_copies(p->a), 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 4999, dst, sizeof(dst), &r), DR_OK);
+    got = 12345;
+    finish(p, NULL, r, &ss, &rs, &got);
+    assert_int_equal(rs, DR_OK);
+    assert_int_equal(got, 0);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(drain_copies(p), 0);
+
+    /* One byte more: no copy, the send runs until b takes the message. */
+    fill(src, N + 1, 10);
+    assert_int_equal(dr_mr_isend(p->a, 1, 5001, src, N + 1, &s), DR_OK);
+    for (int i = 0; i < 50; ++i) {
+        dr_mr_progress(p->a);
+    }
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_INPROGRESS);
+    assert_int_equal(dr_mr_unacked_copies(p->a), 0);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 5001, dst, sizeof(dst), &r), DR_OK);
+    finish(p, s, r, &ss, &rs, &got);
+    assert_int_equal(ss, DR_OK);
+    assert_int_equal(rs, DR_OK);
+    assert_memory_equal(dst, src, N + 1);
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->b, r);
+}
+
+/* Small messages going both ways (an exchange, as a 2-rank allreduce makes) carry each
+ * other's acknowledgements: almost none travels as a message of its own, and every copy
+ * is still retired. */
+/* One int each way under key, as a 2-rank allreduce exchanges: a sends i, b sends -i. */
+static void exchange_int(pair_t *p, uint64_t key, int i)
+{
+    int x = i, y = -i, gx = -1, gy = -1;
+    dr_mr_req_t *sa, *sb, *ra, *rb;
+    assert_int_equal(dr_mr_irecv(p->a, 1, key, &gy, sizeof(gy), &ra), DR_OK);
+    assert_int_equal(dr_mr_irecv(p->b, 0, key, &gx, sizeof(gx), &rb), DR_OK);
+    assert_int_equal(dr_mr_isend(p->a, 1, key, &x, sizeof(x), &sa), DR_OK);
+    assert_int_equal(dr_mr_isend(p->b, 0, key, &y, sizeof(y), &sb), DR_OK);
+    dr_status_t s1, s2;
+    finish(p, NULL, rb, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    /* a's receive: swap roles for finish() */
+    pair_t q = {p->b, p->a};
+    finish(&q, NULL, ra, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    assert_int_equal(gx, i);
+    assert_int_equal(gy, -i);
+    dr_mr_req_free(p->a, sa);
+    dr_mr_req_free(p->b, sb);
+    dr_mr_req_free(p->a, ra);
+    dr_mr_req_free(p->b, rb);
+}
+
+static void test_acks_ride_on_data(void **state)
+{
+    pair_t *p = *state;
+    const uint64_t tx0 = acks_sent(p->a, 0) + acks_sent(p->b, 0);
+    const uint64_t pb0 = acks_sent(p->a, 1) + acks_sent(p->b, 1);
+    enum { ROUNDS = 1000 };
+    for (uint64_t i = 0; i < ROUNDS; ++i) {
+        exchange_int(p, 6000 + i, (int)i);
+    }
+    assert_int_equal(drain_copies(p), 0);
+    pair_t q = {p->b, p->a};
+    assert_int_equal(drain_copies(&q), 0);
+    const uint64_t tx = acks_sent(p->a, 0) + acks_sent(p->b, 0) - tx0;
+    const uint64_t pb = acks_sent(p->a, 1) + acks_sent(p->b, 1) - pb0;
+    print_message("%d messages each way: %llu acknowledgements carried by data, %llu sent alone\n",
+                  ROUNDS, (unsigned long long)pb, (unsigned long long)tx);
+    assert_true(pb + tx >= 2 * ROUNDS);
+    assert_true(tx <= 2 * ROUNDS / 10);
+}
+
+/* n ints from `from` (process id fid) to `to` under keys key.., received and checked. */
+static void send_ints(dr_mr_t *from, uint32_t fid, dr_mr_t *to, uint32_t tid, uint64_t key, int n,
+                      int base)
+{
+    enum { MAX = 160 };
+    assert_true(n <= MAX);
+    static int x[MAX], got[MAX];
+    dr_mr_req_t *r[MAX];
+    for (int i = 0; i < n; ++i) {
+        x[i] = base + i;
+        got[i] = -1;
+        assert_int_equal(dr_mr_irecv(to, fid, key + (uint64_t)i, &got[i], sizeof(int), &r[i]),
+                         DR_OK);
+    }
+    for (int i = 0; i < n; ++i) {
+        dr_mr_req_t *sr;
+        assert_int_equal(dr_mr_isend(from, tid, key + (uint64_t)i, &x[i], sizeof(int), &sr), DR_OK);
+        assert_int_equal(dr_mr_test(from, sr, NULL), DR_OK); /* copied: complete at once */
+        dr_mr_req_free(from, sr);
+    }
+    for (int i = 0; i < n; ++i) {
+        pair_t q = {from, to};
+        dr_status_t ss, rs;
+        finish(&q, NULL, r[i], &ss, &rs, NULL);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(got[i], base + i);
+        dr_mr_req_free(to, r[i]);
+    }
+}
+
+/* Uneven small traffic, as a broadcast's non-root sees beside a barrier: per round a sends
+ * b three messages, b sends a one. b's one message carries the acknowledgements of all three
+ * (one in the header's aux, the others in its AckList), so b sends no acknowledgement as a
+ * message of its own; one per ack beyond the first it used to, a send system call each. */
+static void test_acks_of_uneven_traffic(void **state)
+{
+    pair_t *p = *state;
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx0 = acks_sent(p->b, 0), pb0 = acks_sent(p->b, 1);
+    enum { ROUNDS = 300 };
+    for (int i = 0; i < ROUNDS; ++i) {
+        send_ints(p->a, 0, p->b, 1, 7000 + 4 * (uint64_t)i, 3, i);
+        send_ints(p->b, 1, p->a, 0, 7000 + 4 * (uint64_t)i + 3, 1, -i);
+    }
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx = acks_sent(p->b, 0) - tx0, pb = acks_sent(p->b, 1) - pb0;
+    print_message("%d rounds of 3 messages one way, 1 the other: the receiver of 3 carried %llu "
+                  "acknowledgements on data, sent %llu ack messages\n",
+                  ROUNDS, (unsigned long long)pb, (unsigned long long)tx);
+    /* Margins for a loaded machine (an ack due before b's reply goes alone, with the rest):
+     * without the AckList b sends two per round, 600. */
+    assert_true(pb >= 3 * ROUNDS / 2);
+    assert_true(tx <= ROUNDS / 3);
+}
+
+/* One way only (a broadcast's non-root): b owes an acknowledgement for each of a's 150
+ * messages and has nothing to carry them on. Once the oldest is due (kAckDelayUs) or 32 are
+ * owed, all of them go, packed into kAck messages of up to 15: at most a few messages, not
+ * one per acknowledgement. */
+static void test_acks_one_way_packed(void **state)
+{
+    pair_t *p = *state;
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t tx0 = acks_sent(p->b, 0);
+    enum { N = 150 };
+    send_ints(p->a, 0, p->b, 1, 8000, N, 0);
+    assert_int_equal(drain_copies(p), 0); /* every copy retired: all acks arrived */
+    const uint64_t tx = acks_sent(p->b, 0) - tx0;
+    print_message("%d messages one way: %llu ack messages back\n", N, (unsigned long long)tx);
+    assert_true(tx >= (N + 14) / 15);
+    assert_true(tx <= N / 4); /* about 14 here; one per acknowledgement before */
+}
+
+/* 4096 idle peers on p->a beside p->b, ROUNDS exchanges with p->b: what progress visits. */
+static void idle_peers_case(pair_t *p, const char *weights)
+{
+    enum { IDLE = 4096, ROUNDS = 200 };
+    const void *addr;
+    size_t len;
+    dr_mr_address(p->b, &addr, &len);
+    unsigned char *blob = malloc(len);
+    assert_non_null(blob);
+    char err[256];
+    for (uint32_t k = 0; k < IDLE; ++k) {
+        /* b's address under another process id (the blob's third word, which add_peer checks
+         * against the id it is given); never used, so never connected */
+        const uint32_t id = 1000 + k;
+        memcpy(blob, addr, len);
+        memcpy(blob + 8, &id, sizeof(id));
+        assert_int_equal(dr_mr_add_peer(p->a, id, blob, len, err, sizeof(err)), DR_OK);
+    }
+    free(blob);
+    dr_mr_work_stats_t w0, w1, w2;
+    dr_mr_work(p->a, &w0);
+    for (uint64_t i = 0; i < ROUNDS; ++i) {
+        exchange_int(p, 9000 + i, (int)i);
+    }
+    dr_mr_work(p->a, &w1);
+    const uint64_t calls = w1.progress_calls - w0.progress_calls;
+    const uint64_t visits = w1.peer_visits - w0.peer_visits;
+    print_message("weights %s: %d exchanges with 1 of %d peers: %llu progress calls, %llu "
+                  "peer visits\n",
+                  weights, ROUNDS, IDLE + 1, (unsigned long long)calls, (unsigned long long)visits);
+    assert_true(calls >= ROUNDS);
+    /* per call: the peer in use in the call and in the acknowledgement flush, and in the
+     * watchdog and the weights when their turn comes */
+    assert_true(visits <= 4 * calls);
+    /* Long messages: their acknowledgements carry the delivery spans the weights learn from
+     * (small ones carry none). Once its acknowledgements went out and a weights tick (25 ms)
+     * took its traffic in, the peer in use leaves the set too: progress then visits nobody. */
+    enum { LONG = 256 * 1024 };
+    unsigned char *big = malloc(LONG), *got = malloc(LONG);
+    assert_non_null(big);
+    assert_non_null(got);
+    for (unsigned i = 0; i < 4; ++i) {
+        fill(big, LONG, i);
+        dr_mr_req_t *s, *r;
+        assert_int_equal(dr_mr_irecv(p->b, 0, 9500 + i, got, LONG, &r), DR_OK);
+        assert_int_equal(dr_mr_isend(p->a, 1, 9500 + i, big, LONG, &s), DR_OK);
+        dr_status_t ss, rs;
+        size_t n = 0;
+        finish(p, s, r, &ss, &rs, &n);
+        assert_int_equal(ss, DR_OK);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(n, LONG);
+        assert_memory_equal(got, big, LONG);
+        dr_mr_req_free(p->a, s);
+        dr_mr_req_free(p->b, r);
+    }
+    free(big);
+    free(got);
+    assert_int_equal(drain_copies(p), 0);
+    for (double end = now_s() + 0.1; now_s() < end;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    dr_mr_work(p->a, &w1);
+    for (int i = 0; i < 100; ++i) {
+        dr_mr_progress(p->a);
+    }
+    dr_mr_work(p->a, &w2);
+    assert_int_equal(w2.progress_calls - w1.progress_calls, 100);
+    assert_int_equal(w2.peer_visits - w1.peer_visits, 0);
+}
+
+/* A job registers every rank of MPI_COMM_WORLD as a peer, and uses a few of them at a time.
+ * Progress used to look at every registered peer on every call (its request lists, a cache
+ * miss per peer): with 4096 registered, an 8-byte exchange with one of them took 127-180 us
+ * instead of 17-20 on the lab (perf/peer_scaling.sh). Now only the peers in use are visited,
+ * with learned weights (the default) and with fixed ones, whose traffic the weights never
+ * take in (it must not keep the peer in the set). */
+static void test_idle_peers_not_visited(void **state)
+{
+    idle_peers_case(*state, "adaptive");
+    pair_t q;
+    assert_int_equal(pair_open(&q, "equal"), 0);
+    idle_peers_case(&q, "equal");
+    dr_mr_destroy(q.a);
+    dr_mr_destroy(q.b);
+}
+
+/* A small message that arrives before its receive is posted is acknowledged on arrival
+ * (it is held by the receiver), so the sender's copy is retired even if nobody ever takes
+ * it (an abort notice); taking it later sends no second acknowledgement. */
+static void test_early_small_message_acked(void **state)
+{
+    pair_t *p = *state;
+    int x = 77, got = 0;
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 7000, &x, sizeof(x), &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    const uint64_t acks = acks_sent(p->b, 0) + acks_sent(p->b, 1);
+    assert_int_equal(dr_mr_irecv(p->b, 0, 7000, &got, sizeof(got), &r), DR_OK);
+    dr_status_t s1, s2;
+    finish(p, NULL, r, &s1, &s2, NULL);
+    assert_int_equal(s2, DR_OK);
+    assert_int_equal(got, 77);
+    dr_mr_req_free(p->b, r);
+    for (int i = 0; i < 200; ++i) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    assert_int_equal(acks_sent(p->b, 0) + acks_sent(p->b, 1), acks);
+}
+
+typedef struct late_rx {
+    dr_mr_t *mr;
+    int value;
+    dr_status_t status;
+} late_rx_t;
+
+/* The receiving side of test_destroy_delivers_copies: silent for 150 ms, then waits. */
+static void *late_receiver(void *arg)
+{
+    late_rx_t *l = arg;
+    dr_mr_req_t *r;
+    l->status = dr_mr_irecv(l->mr, 0, 8000, &l->value, sizeof(l->value), &r);
+    if (l->status != DR_OK) {
+        return NULL;
+    }
+    struct timespec pause = {0, 150 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    l->status = dr_mr_wait(l->mr, r, 10.0, NULL);
+    if (l->status != DR_ERR_TIMEOUT) {
+        dr_mr_req_free(l->mr, r);
+    }
+    /* Keep answering (acknowledgements, the goodbye) for a little while. */
+    for (double end = now_s() + 0.3; now_s() < end;) {
+        dr_mr_progress(l->mr);
+    }
+    return NULL;
+}
+
+/* A copied send is complete for its caller before it has left the process (on a fresh
+ * endpoint it waits for UCX's connection handshake, which needs the peer). Destroying
+ * the context right away must still deliver it: dr_mr_destroy waits for the peer's
+ * acknowledgement (bounded) instead of closing the endpoints under it. The peer here
+ * looks at the network only 150 ms later, longer than the goodbye's grace period. */
+static void test_destroy_delivers_copies(void **state)
+{
+    (void)state;
+    pair_t *p;
+    assert_int_equal(setup((void **)&p), 0);
+    late_rx_t l = {p->b, 0, DR_INPROGRESS};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, late_receiver, &l), 0);
+    int x = 4711;
+    dr_mr_req_t *s;
+    assert_int_equal(dr_mr_isend(p->a, 1, 8000, &x, sizeof(x), &s), DR_OK);
+    assert_int_equal(dr_mr_test(p->a, s, NULL), DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_mr_destroy(p->a);
+    pthread_join(t, NULL);
+    assert_int_equal(l.status, DR_OK);
+    assert_int_equal(l.value, 4711);
+    dr_mr_destroy(p->b);
+    free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_send_completes_at_once),
+        cmocka_unit_test(test_acks_ride_on_data),
+        cmocka_unit_test(test_acks_of_uneven_traffic),
+        cmocka_unit_test(test_acks_one_way_packed),
+        cmocka_unit_test(test_early_small_message_acked),
+        cmocka_unit_test(test_idle_peers_not_visited),
+        cmocka_unit_test(test_destroy_delivers_copies),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
