@@ -51,6 +51,7 @@ std::string rate_text(double bps)
     }
     return strf("%.1f Mbit/s", bps / 1e6);
 }
+
 void mr_log(int level, const char *msg, void *arg)
 {
     (void)level;
