@@ -122,7 +122,8 @@ static int dualrail_register(void)
         "attach to (IP subnet, InfiniBand subnet prefix); every node must find the same planes",
         MCA_BASE_VAR_TYPE_STRING, NULL, OPAL_INFO_LVL_2, &cm->planes);
     cm->planes_exclude = "";
-    reg("planes_exclude", "With discovery: interfaces or devices (comma-separated shell patterns) "
+    reg("planes_exclude", "With discovery: interfaces or devices (comma-separated shell patterns, "
+        "or IPv4 networks a.b.c.d/len for the interfaces with an address inside) "
         "that are never planes, in addition to loopback, bridges, containers and the interfaces "
         "in oob_tcp_if_include and btl_tcp_if_include (to put Open MPI's point-to-point on the "
         "planes, name them in coll_dualrail_planes)", MCA_BASE_VAR_TYPE_STRING, NULL,

@@ -145,7 +145,9 @@ static void mr_log(int level, const char *msg, void *arg)
  * it in its environment; under Open MPI 5 only btl_tcp_if_include reaches the process, so
  * that is what keeps the management network out there. A job that points the
  * point-to-point traffic at the plane interfaces must name its planes
- * (coll_dualrail_planes): discovery would leave those interfaces out.
+ * (coll_dualrail_planes): discovery would leave those interfaces out. The values go to
+ * discovery as they are: names, patterns and IPv4 networks (a.b.c.d/len, which Open MPI takes
+ * too) are all understood there.
  */
 static void runtime_interfaces(char *buf, size_t len)
 {

@@ -63,7 +63,40 @@ namespace {
 
 const char kDefaultIbPrefix[] = "fe80:0000:0000:0000";
 
-bool match_list(const char *patterns, const std::string &name)
+/* An entry "a.b.c.d/len" (Open MPI's if_include form): whether one of name's IPv4 addresses
+ * in ifs is inside that network. *is_net: the entry has that form (a malformed one, such as
+ * a length over 32, is a shell pattern, which no device name matches). */
+bool in_network(const std::string &entry, const std::string &name, const dr_topo_ifaddr_t *ifs,
+                int nifs, bool *is_net)
+{
+    *is_net = false;
+    const size_t slash = entry.find('/');
+    in_addr net;
+    char *end = nullptr;
+    if (slash == std::string::npos ||
+        inet_pton(AF_INET, entry.substr(0, slash).c_str(), &net) != 1) {
+        return false;
+    }
+    const long len = strtol(entry.c_str() + slash + 1, &end, 10);
+    if (end == entry.c_str() + slash + 1 || *end != 0 || len < 0 || len > 32) {
+        return false;
+    }
+    *is_net = true;
+    const uint32_t mask = len == 0 ? 0 : 0xffffffffu << (32 - len);
+    for (int i = 0; i < nifs; ++i) {
+        in_addr a;
+        if (name == ifs[i].name && inet_pton(AF_INET, ifs[i].ipv4, &a) == 1 &&
+            (ntohl(a.s_addr) & mask) == (ntohl(net.s_addr) & mask)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* patterns: comma-separated shell patterns of device names, or IPv4 networks that stand for
+ * the devices with an address in them (ifs: the addresses). */
+bool match_list(const char *patterns, const std::string &name,
+                const dr_topo_ifaddr_t *ifs = nullptr, int nifs = 0)
 {
     if (patterns == nullptr || name.empty()) {
         return false;
@@ -75,7 +108,9 @@ bool match_list(const char *patterns, const std::string &name)
         std::string p = all.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
         p.erase(0, p.find_first_not_of(" \t"));
         p.erase(p.find_last_not_of(" \t") + 1);
-        if (!p.empty() && fnmatch(p.c_str(), name.c_str(), 0) == 0) {
+        bool is_net = false;
+        if (!p.empty() && (in_network(p, name, ifs, nifs, &is_net) ||
+                           (!is_net && fnmatch(p.c_str(), name.c_str(), 0) == 0))) {
             return true;
         }
         if (c == std::string::npos) {
@@ -88,6 +123,8 @@ bool match_list(const char *patterns, const std::string &name)
 
 struct Filter {
     const dr_topo_discover_opts_t *opts;
+    const dr_topo_ifaddr_t *ifs; /* the addresses that IPv4-network entries are matched on */
+    int nifs;
     /* Containers, bridges and tunnels are never planes. */
     bool builtin(const std::string &n) const
     {
@@ -102,10 +139,10 @@ struct Filter {
             if (n == nullptr || *n == 0) {
                 continue;
             }
-            if (builtin(n) || match_list(exc, n)) {
+            if (builtin(n) || match_list(exc, n, ifs, nifs)) {
                 return true;
             }
-            if (!included && match_list(inc, n)) {
+            if (!included && match_list(inc, n, ifs, nifs)) {
                 included = true;
             }
         }
@@ -165,7 +202,7 @@ extern "C" dr_status_t dr_topo_discover(const dr_topo_t *t, const dr_topo_ifaddr
         return DR_ERR_INVALID;
     }
     try {
-        Filter filter{opts};
+        Filter filter{opts, ifs, nifs};
         std::string note;
         std::map<std::string, Plane> planes;
         bool default_prefix = false;

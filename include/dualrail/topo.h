@@ -169,8 +169,11 @@ typedef struct dr_topo_ifaddr {
 dr_status_t dr_topo_ifaddrs_system(dr_topo_ifaddr_t *out, int max, int *n);
 
 typedef struct dr_topo_discover_opts {
-    const char *include; /* comma-separated shell patterns; when set only matching devices count */
-    const char *exclude; /* comma-separated shell patterns, added to the built-in exclusions
+    /* Both lists: comma-separated shell patterns of device names, or IPv4 networks
+     * ("10.0.0.0/24", as Open MPI's if_include takes them) that match the devices with an
+     * address inside. */
+    const char *include; /* when set only matching devices count */
+    const char *exclude; /* added to the built-in exclusions
                             (lo, docker*, virbr*, veth*, br-*, tun*, tap*) */
 } dr_topo_discover_opts_t;
 

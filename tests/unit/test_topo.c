@@ -611,6 +611,16 @@ static void test_discover_interfaces(void **state)
     discover_ok(t, ifs, 5, NULL, " ethM , eno1", "ethA,ethB",
                 "ipv4:10.209.1.0/24*1,ipv4:10.209.2.0/24*1", NULL);
     dr_topo_free(t);
+    /* An IPv4 network (Open MPI's if_include form: coll/dualrail and dualrail-check pass
+     * the runtime's interfaces as they are) stands for the interfaces with an address in it. */
+    discover_ok(NULL, ifs, 5, NULL, "10.209.0.0/24", "ethA,ethB",
+                "ipv4:10.209.1.0/24*1,ipv4:10.209.2.0/24*1", NULL);
+    discover_ok(NULL, ifs, 5, NULL, "nosuch, 10.209.0.3/32", "ethA,ethB",
+                "ipv4:10.209.1.0/24*1,ipv4:10.209.2.0/24*1", NULL);
+    discover_ok(NULL, ifs, 5, "10.209.1.0/24,10.209.2.128/25", NULL, "ethA",
+                "ipv4:10.209.1.0/24*1", NULL);
+    discover_ok(NULL, ifs, 5, NULL, "10.209.0.0/33,10.209.0.0/x", "ethM,ethA,ethB",
+                "ipv4:10.209.0.0/24*1,ipv4:10.209.1.0/24*1,ipv4:10.209.2.0/24*1", NULL);
     /* Two interfaces on one subnet are one plane; a down one is left out. */
     dr_topo_ifaddr_t two[] = {ifa("p1", "10.0.0.1", 24, 1), ifa("p0", "10.0.0.2", 24, 1),
                               ifa("q0", "10.0.1.1", 24, 0)};

@@ -21,43 +21,22 @@ namespace {
 
 constexpr int kSigMax = 1024;
 
-/* Interfaces the MPI runtime is pinned to are the management network, never a plane. */
-std::vector<std::string> runtime_interfaces(const std::vector<dr_topo_ifaddr_t> &ifs)
+/* The interfaces the MPI runtime is pinned to, as the variables give them (names, patterns
+ * or IPv4 networks, which discovery resolves), each once: the management network, never a
+ * plane; coll/dualrail leaves them out the same way. */
+std::vector<std::string> runtime_interfaces()
 {
     std::vector<std::string> out;
     static const char *const vars[] = DR_TOPO_RUNTIME_IF_ENVS;
     for (const char *var : vars) {
         const char *v = getenv(var);
-        if (v == nullptr) {
-            continue;
-        }
-        std::string all(v);
-        size_t pos = 0;
-        while (pos <= all.size()) {
-            size_t c = all.find(',', pos);
-            std::string item =
-                all.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
-            size_t slash = item.find('/');
-            if (slash != std::string::npos) {
-                in_addr net, a;
-                int len = atoi(item.c_str() + slash + 1);
-                if (inet_pton(AF_INET, item.substr(0, slash).c_str(), &net) == 1 && len >= 0 &&
-                    len <= 32) {
-                    uint32_t mask = len == 0 ? 0 : 0xffffffffu << (32 - len);
-                    for (const dr_topo_ifaddr_t &f : ifs) {
-                        if (inet_pton(AF_INET, f.ipv4, &a) == 1 &&
-                            (ntohl(a.s_addr) & mask) == (ntohl(net.s_addr) & mask)) {
-                            out.push_back(f.name);
-                        }
-                    }
-                }
-            } else if (!item.empty()) {
+        for (const char *p = v; p != nullptr && *p != 0;) {
+            const char *c = strchr(p, ',');
+            std::string item(p, c != nullptr ? (size_t)(c - p) : strlen(p));
+            if (!item.empty()) {
                 out.push_back(item);
             }
-            if (c == std::string::npos) {
-                break;
-            }
-            pos = c + 1;
+            p = c != nullptr ? c + 1 : nullptr;
         }
     }
     std::sort(out.begin(), out.end());
@@ -139,7 +118,7 @@ bool setup_planes(Env &e, std::string &header, int *rc)
         ok = ok && what.empty();
         header = "given";
     } else {
-        std::vector<std::string> rt = runtime_interfaces(ifs);
+        const std::vector<std::string> rt = runtime_interfaces();
         std::string exclude = e.o.exclude;
         for (const std::string &r : rt) {
             exclude += (exclude.empty() ? "" : ",") + r;
