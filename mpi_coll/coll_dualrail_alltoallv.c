@@ -96,7 +96,14 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
     memset(&a, 0, sizeof(a));
     mca_coll_dualrail_args_init(m, comm, DR_KIND_ALLTOALLV, &a.c, &idle_state);
     char *rbase = (char *)rbuf + rlo;
-    const char *sbase = inplace ? NULL : (const char *)sbuf + slo;
+    /* The algorithm layer takes a send buffer of NULL, or equal to the receive buffer, for
+     * MPI_IN_PLACE: it would send recvbuf's blocks by the receive counts. A rank that sends
+     * nothing may pass any address, NULL included (mpi4py and mixture-of-experts dispatchers
+     * do): it gets one that is neither, of which no byte is read. */
+    static const char nothing_to_send;
+    const char *sbase = inplace      ? NULL
+                        : sspan == 0 ? &nothing_to_send
+                                     : (const char *)sbuf + slo;
     a.c.sendbuf = sbase;
     a.c.recvbuf = rbase;
     a.window = (int)cm->alltoall_window;

@@ -20,6 +20,8 @@
  *              some ranks), displacements in reverse order with gaps; in
  *              place with symmetric counts
  *   interleaved  alltoall, alltoallv, allreduce, bcast back to back
+ *   receive_only  alltoallv where one rank at a time only receives and passes
+ *              NULL as its send buffer (not MPI_IN_PLACE)
  *   fallbacks  a derived datatype (a vector with holes) in both: the
  *              previous module runs it, the holes are left alone
  *
@@ -312,6 +314,68 @@ static void interleaved(MPI_Comm comm, const char *cname)
     note(ok, what);
 }
 
+/*
+ * One rank at a time receives from all the others and sends nothing, passing NULL as its
+ * send buffer (not MPI_IN_PLACE), as mpi4py and mixture-of-experts dispatchers do; the others
+ * send to it only. Blocks above ucx_mr's copy limit: a rank that took NULL for in place sent
+ * its receive blocks to peers that expected nothing and waited for their acknowledgement.
+ */
+static void receive_only(void)
+{
+    const int bytes = 40000;
+    int *cnt = calloc(4 * (size_t)size, sizeof(int)), *sc = cnt, *sd = cnt + size,
+        *rc = sd + size, *rd = rc + size;
+    unsigned char *in = malloc((size_t)bytes), *out = malloc((size_t)bytes * (size_t)size + 1);
+    if (cnt == NULL || in == NULL || out == NULL) {
+        fprintf(stderr, "alltoall_check: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    bool ok = true; /* every rank runs every round, whatever it saw */
+    for (int sink = 0; sink < size; ++sink) {
+        memset(cnt, 0, 4 * (size_t)size * sizeof(int));
+        memset(out, 0xa5, (size_t)bytes * (size_t)size + 1);
+        for (int i = 0; i < bytes; ++i) {
+            in[i] = pattern(rank, sink, (size_t)i, 77u + (unsigned)sink);
+        }
+        if (rank == sink) {
+            for (int q = 0; q < size; ++q) {
+                rc[q] = q == sink ? 0 : bytes;
+                rd[q] = q * bytes;
+            }
+        } else {
+            sc[sink] = bytes;
+        }
+        void *dout = to_dev(out, (size_t)bytes * (size_t)size + 1);
+        void *din = rank == sink ? NULL : to_dev(in, (size_t)bytes);
+        const int r = MPI_Alltoallv(din, sc, sd, MPI_BYTE, dout, rc, rd, MPI_BYTE,
+                                    MPI_COMM_WORLD);
+        from_dev(out, dout, (size_t)bytes * (size_t)size + 1);
+        if (din != NULL) {
+            from_dev(in, din, (size_t)bytes);
+        }
+        bool good = r == MPI_SUCCESS;
+        for (int q = 0; good && q < size; ++q) {
+            for (int i = 0; good && i < bytes; ++i) {
+                const unsigned char want = rank == sink && q != sink
+                                               ? pattern(q, sink, (size_t)i, 77u + (unsigned)sink)
+                                               : 0xa5;
+                good = out[(size_t)q * (size_t)bytes + (size_t)i] == want;
+            }
+        }
+        good = good && out[(size_t)bytes * (size_t)size] == 0xa5;
+        ok &= good;
+        if (!good) {
+            printf("FAILED on rank %d: alltoallv to rank %d with a NULL send buffer there "
+                   "(rc %d)\n", rank, sink, r);
+            fflush(stdout);
+        }
+    }
+    free(cnt);
+    free(in);
+    free(out);
+    note(ok, "alltoallv: a rank that sends nothing passes NULL as its send buffer");
+}
+
 /* Derived datatypes go to the previous module; holes stay untouched. */
 static void fallbacks(void)
 {
@@ -385,6 +449,7 @@ int main(int argc, char **argv)
         random_cases(comms[c], names[c], quick ? 12 : (c == 0 ? 40 : 16), 1000u * (unsigned)c);
         interleaved(comms[c], names[c]);
     }
+    receive_only();
     fallbacks();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
