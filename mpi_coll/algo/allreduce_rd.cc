@@ -6,12 +6,18 @@
  * Accepts:  count >= 1, n >= 2, a commutative op. Any n (rd_math.hpp folds
  *           the extra ranks in and out); no rank limit from the keys.
  * Limits:   every round moves the whole vector, so bandwidth is log2(p) times
- *           the ring's: AUTO uses it up to rd_max_bytes. Scratch: up to two
+ *           the ring's: AUTO uses it up to rd_max_bytes. Scratch: up to three
  *           vectors.
- * Results:  in a round both partners compute a op b and b op a from the same
- *           two vectors, which is the same value for a commutative op; by
- *           induction all ranks end with the same bits. The extra ranks get
- *           a copy of their partner's result.
+ * Results:  in a round both partners reduce the same two vectors with the
+ *           same operand order: the lower rank's vector as `in`, the higher
+ *           rank's as `inout` (as Open MPI's recursive doubling does). A
+ *           commutative op is not always symmetric in its bits: Open MPI's
+ *           MPI_MAX of doubles keeps `in` when the comparison fails, so
+ *           max(NaN, 1) and max(1, NaN) differ, as do min(+0, -0) and
+ *           min(-0, +0); with the order fixed, both partners compute the same
+ *           bits and by induction all ranks end with the same result (a rank
+ *           that branches on an allreduced maximum takes the same branch as
+ *           the others). The extra ranks get a copy of their partner's result.
  *
  * Steps on 6 ranks (p = 4, rem = 2; ranks 0 and 2 fold out; "<>" exchange
  * and reduce, "->" send, "<-" receive):
@@ -29,7 +35,11 @@
  * (recvbuf and two scratch vectors); a buffer is received into again two
  * rounds after it was sent, once that send completed. The rotation is
  * planned backwards so the last reduction lands in recvbuf; out of place,
- * round one sends straight from sendbuf, which is never written.
+ * round one sends straight from sendbuf, which is never written. The higher
+ * rank of a round receives into a fourth buffer (scratch) instead, copies
+ * its own vector into the rotation's buffer and reduces the received one
+ * into it: the operands' order above, at the cost of one copy of the
+ * vector (at most rd_max_bytes) per such round.
  */
 #include <cstring>
 
@@ -42,7 +52,7 @@ namespace coll {
 
 namespace {
 
-enum { kBufRecv = 0, kBufS1 = 1, kBufS2 = 2, kBufSend = 3 };
+enum { kBufRecv = 0, kBufS1 = 1, kBufS2 = 2, kBufSend = 3, kBufTheirs = 4 };
 
 class Rd {
   public:
@@ -93,22 +103,33 @@ class Rd {
 
     uint64_t key(int step) const { return eng_.key((uint32_t)step, 0, 0); }
 
+    /* Whether this rank is the higher of round j's pair (it reduces the received vector
+     * into a copy of its own: see Results). */
+    bool higher(int j) const { return r_ > rd_partner(r_, n_, j); }
+
     /* The scratch vectors the rotation receives into, before any traffic (a rank that
-     * cannot have them fails before its peers wait for it). */
+     * cannot have them fails before its peers wait for it), and the one a higher rank
+     * receives into. */
     dr_status_t take_scratch(Scratch &scratch)
     {
         /* The highest buffer index target() gives, i.e. how many scratch vectors: the
          * rotation visits 0, 1, 2 downwards (backwards) or 1, 2, 0 upwards. */
-        const int need =
+        const int rotation =
             backwards_ ? (reductions_ < 3 ? reductions_ - 1 : 2) : (reductions_ < 2 ? 1 : 2);
+        bool theirs = false;
+        for (int j = 0; j < rounds_ && !theirs; ++j) {
+            theirs = higher(j);
+        }
+        const int need = rotation + (theirs ? 1 : 0);
         const size_t stride = (bytes_ + 63) / 64 * 64;
         char *s = need == 0 ? nullptr : static_cast<char *>(scratch.reserve(stride * (size_t)need));
         if (need != 0 && s == nullptr) {
             return eng_.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch",
                                   bytes_ * (size_t)need);
         }
-        buf_[kBufS1] = s;
-        buf_[kBufS2] = s == nullptr ? nullptr : s + stride;
+        buf_[kBufS1] = rotation >= 1 ? s : nullptr;
+        buf_[kBufS2] = rotation >= 2 ? s + stride : nullptr;
+        buf_[kBufTheirs] = theirs ? s + stride * (size_t)rotation : nullptr;
         eng_.set_scratch(s, stride * (size_t)need);
         return DR_OK;
     }
@@ -163,13 +184,14 @@ class Rd {
             if (last_send[t] >= 0 && (st = eng_.wait((size_t)last_send[t])) != DR_OK) {
                 return st;
             }
+            const bool hi = higher(j);
+            char *into = buf_[hi ? kBufTheirs : t];
             /* The send first: the partner waits for it, and posting our receive (which
              * only has to be in place before we next drive the transport) is time the
              * message would otherwise spend waiting behind it. */
             if ((st = eng_.isend(slot_round_send(j), q, step, key(step), buf_[cur], bytes_)) !=
                     DR_OK ||
-                (st = eng_.irecv(slot_round_recv(j), q, step, key(step), buf_[t], bytes_)) !=
-                    DR_OK) {
+                (st = eng_.irecv(slot_round_recv(j), q, step, key(step), into, bytes_)) != DR_OK) {
                 return st;
             }
             if (cur != kBufSend) {
@@ -178,7 +200,13 @@ class Rd {
             if ((st = eng_.wait(slot_round_recv(j))) != DR_OK) {
                 return st;
             }
-            p_.reduce(buf_[cur], buf_[t], p_.count, p_.reduce_arg); /* t = ours op theirs */
+            /* t = lower's op higher's, the same operands in the same places on both ranks */
+            if (hi) {
+                memcpy(buf_[t], buf_[cur], bytes_); /* t is no send's source (waited above) */
+                p_.reduce(into, buf_[t], p_.count, p_.reduce_arg);
+            } else {
+                p_.reduce(buf_[cur], buf_[t], p_.count, p_.reduce_arg);
+            }
             cur = t;
         }
         if (cur != kBufRecv) {
@@ -206,7 +234,7 @@ class Rd {
     const bool inplace_;
     int reductions_ = 0;
     bool backwards_ = true;
-    char *buf_[4] = {nullptr, nullptr, nullptr, nullptr};
+    char *buf_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
 };
 
 } // namespace

@@ -7,7 +7,8 @@
  * saturate in op/avx, upstream issue 8045, and MPI_UNSIGNED_LONG min and max
  * compare as signed, upstream issue 10525). Inputs are small integers, so float results are exact whatever
  * the reduction order. Every rank also checks that all ranks hold bitwise the
- * same result (a hash, allgathered).
+ * same result (a hash, allgathered), also for MPI_MAX/MPI_MIN with a NaN on one
+ * rank and zeros of both signs, whose bits depend on the operands' order.
  *
  *   allreduce_check [--quick] [--big] [--wire] [--no-stock-op-bugs] [--device]
  *
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <complex.h>
+#include <math.h>
 #include <stdbool.h>
 
 #include "agree.h"
@@ -371,6 +373,39 @@ static void fallbacks(void)
     MPI_Op_free(&nc);
 }
 
+/*
+ * MPI_MAX and MPI_MIN of doubles with a NaN on one rank (each in turn) and zeros of both
+ * signs: Open MPI's ops keep their `in` operand when the comparison fails, so the result's
+ * bits depend on the operands' order; every rank must still hold the same bits (a job that
+ * branches on an allreduced maximum must take the same branch everywhere).
+ */
+static void unordered_bits(void)
+{
+    bool ok = true;
+    for (int nan_at = 0; nan_at < size; ++nan_at) {
+        for (int k = 0; k < 2; ++k) {
+            const double z = rank % 2 == 0 ? 0.0 : -0.0;
+            double v[4] = {rank == nan_at ? NAN : 1.0, z, -z, (double)rank}, r[4];
+            int rc = MPI_Allreduce(v, r, 4, MPI_DOUBLE, k == 0 ? MPI_MAX : MPI_MIN,
+                                   MPI_COMM_WORLD);
+            uint64_t h = fnv((const unsigned char *)r, sizeof(r));
+            uint64_t *hs = malloc(sizeof(uint64_t) * (size_t)size);
+            MPI_Allgather(&h, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+            bool same = rc == MPI_SUCCESS;
+            for (int q = 0; q < size; ++q) {
+                same &= hs[q] == hs[0];
+            }
+            free(hs);
+            if (!same && rank == 0) {
+                printf("  MPI_DOUBLE %s with a NaN on rank %d: ranks hold different bits\n",
+                       k == 0 ? "MPI_MAX" : "MPI_MIN", nan_at);
+            }
+            ok &= same;
+        }
+    }
+    note(ok, "MPI_MAX/MPI_MIN with a NaN and signed zeros: the same bits on every rank");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -413,6 +448,7 @@ int main(int argc, char **argv)
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
     MPI_Comm_free(&rev);
+    unordered_bits();
     fallbacks();
     if (do_big) big(MPI_COMM_WORLD);
     if (do_wire) wire();

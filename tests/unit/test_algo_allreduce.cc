@@ -6,6 +6,9 @@
  * auto, in place or not, default and 64-byte segments (the many-segment
  * path). Every element is checked against a reference, every rank's result
  * must be bitwise identical to rank 0's, and sendbuf must be left untouched.
+ * Also: collectives back to back, and the same bits on every rank for ops
+ * whose result depends on the operands' order in its bits (MAX/MIN with a
+ * NaN or signed zeros).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -302,6 +305,101 @@ void test_back_to_back(void **state)
     }
 }
 
+/* Open MPI's MPI_MAX and MPI_MIN of doubles (op_base_functions.c: inout = inout > in ? inout :
+ * in): commutative in value, not in bits, since a failed comparison keeps `in`. */
+void max_ompi(const void *in, void *inout, size_t count, void *)
+{
+    const double *a = static_cast<const double *>(in);
+    double *b = static_cast<double *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] = b[i] > a[i] ? b[i] : a[i];
+    }
+}
+
+void min_ompi(const void *in, void *inout, size_t count, void *)
+{
+    const double *a = static_cast<const double *>(in);
+    double *b = static_cast<double *>(inout);
+    for (size_t i = 0; i < count; ++i) {
+        b[i] = b[i] < a[i] ? b[i] : a[i];
+    }
+}
+
+/*
+ * Every rank ends with the same bits even where the op's operand order decides them: one rank
+ * holds a NaN (each rank in turn), the signs of zeros alternate. Recursive doubling's two
+ * partners of a round compute the pair's result each on its own; with the operands swapped
+ * on one side, 2 ranks under MPI_MAX ended NaN on one and 1.0 on the other.
+ */
+void test_same_bits_everywhere(void **state)
+{
+    (void)state;
+    if (g_lo > 1) {
+        skip();
+    }
+    const size_t count = 6;
+    for (int n = 2; n <= 9; ++n) {
+        fake::Net net(n, kComm);
+        fake::Barrier barrier(n);
+        Failures fails;
+        std::vector<std::vector<double>> res((size_t)n);
+        fake::run_ranks(
+            n,
+            [&](int rank) {
+                fake::FakeTransport t(net, rank);
+                uint32_t seq = 0;
+                for (int nan_at = 0; nan_at < n; ++nan_at) {
+                    for (int c = 0; c < 12; ++c) {
+                        const bool is_max = c % 2 == 0, inplace = c % 4 >= 2;
+                        const int algo = c / 4 == 0 ? kAlgoRd : c / 4 == 1 ? kAlgoRing : kAlgoAuto;
+                        const double z = rank % 2 == 0 ? 0.0 : -0.0;
+                        std::vector<double> send = {rank == nan_at ? NAN : 1.0, z, -z,
+                                                    rank == nan_at ? NAN : -1.0,
+                                                    (double)((rank * 7) % n), 2.5};
+                        std::vector<double> &recv = res[(size_t)rank];
+                        recv.assign(count, 99.0);
+                        if (inplace) {
+                            recv = send;
+                        }
+                        Params p;
+                        p.sendbuf = inplace ? nullptr : send.data();
+                        p.recvbuf = recv.data();
+                        p.count = count;
+                        p.elem_size = sizeof(double);
+                        p.reduce = is_max ? max_ompi : min_ompi;
+                        p.rank = rank;
+                        p.size = n;
+                        p.comm_id = kComm;
+                        p.seq = seq++;
+                        p.algorithm = algo;
+                        p.timeout = 60;
+                        p.idle = fake::FakeTransport::idle;
+                        p.idle_arg = &t;
+                        std::string err;
+                        const dr_status_t st = allreduce(t, p, nullptr, &err);
+                        barrier.wait();
+                        const std::string what = "n=" + std::to_string(n) + " NaN at " +
+                                                 std::to_string(nan_at) + " case " +
+                                                 std::to_string(c) + " rank " +
+                                                 std::to_string(rank);
+                        if (st != DR_OK) {
+                            fails.add(what + ": " + err);
+                        } else if (!std::isnan(recv[0]) && !std::isnan(recv[3]) &&
+                                   recv[0] != 1.0 && recv[3] != -1.0) {
+                            fails.add(what + ": neither a NaN nor the others' value");
+                        } else if (rank != 0 &&
+                                   memcmp(recv.data(), res[0].data(), count * sizeof(double)) != 0) {
+                            fails.add(what + ": result differs from rank 0's in its bits");
+                        }
+                        barrier.wait(); /* others read rank 0's result */
+                    }
+                }
+            },
+            120, "same bits");
+        report(fails, net);
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -313,6 +411,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_back_to_back),
+        cmocka_unit_test(test_same_bits_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
