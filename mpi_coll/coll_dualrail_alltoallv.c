@@ -101,9 +101,7 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
      * nothing may pass any address, NULL included (mpi4py and mixture-of-experts dispatchers
      * do): it gets one that is neither, of which no byte is read. */
     static const char nothing_to_send;
-    const char *sbase = inplace      ? NULL
-                        : sspan == 0 ? &nothing_to_send
-                                     : (const char *)sbuf + slo;
+    const char *sbase = inplace ? NULL : sspan == 0 ? &nothing_to_send : (const char *)sbuf + slo;
     a.c.sendbuf = sbase;
     a.c.recvbuf = rbase;
     a.window = (int)cm->alltoall_window;

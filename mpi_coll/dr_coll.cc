@@ -110,7 +110,7 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
     return c_api_run(mr, a, err, errlen, [](Transport &t, const Params &p, std::string *why) {
         /* Kept between calls, so a small allreduce allocates nothing: one per thread (a
          * communicator is used by one thread at a time), and only up to kKeepScratch
-         * (recursive doubling needs two vectors of at most rd_max_bytes; a ring's larger
+         * (recursive doubling needs up to three vectors of at most rd_max_bytes; a ring's larger
          * scratch is given back after its call). */
         static thread_local Scratch scratch;
         const dr_status_t st = allreduce(t, p, &scratch, why);

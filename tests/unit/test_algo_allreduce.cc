@@ -353,9 +353,9 @@ void test_same_bits_everywhere(void **state)
                         const bool is_max = c % 2 == 0, inplace = c % 4 >= 2;
                         const int algo = c / 4 == 0 ? kAlgoRd : c / 4 == 1 ? kAlgoRing : kAlgoAuto;
                         const double z = rank % 2 == 0 ? 0.0 : -0.0;
-                        std::vector<double> send = {rank == nan_at ? NAN : 1.0, z, -z,
-                                                    rank == nan_at ? NAN : -1.0,
-                                                    (double)((rank * 7) % n), 2.5};
+                        std::vector<double> send = {
+                            rank == nan_at ? NAN : 1.0, z,  -z, rank == nan_at ? NAN : -1.0,
+                            (double)((rank * 7) % n),   2.5};
                         std::vector<double> &recv = res[(size_t)rank];
                         recv.assign(count, 99.0);
                         if (inplace) {
@@ -378,17 +378,16 @@ void test_same_bits_everywhere(void **state)
                         std::string err;
                         const dr_status_t st = allreduce(t, p, nullptr, &err);
                         barrier.wait();
-                        const std::string what = "n=" + std::to_string(n) + " NaN at " +
-                                                 std::to_string(nan_at) + " case " +
-                                                 std::to_string(c) + " rank " +
-                                                 std::to_string(rank);
+                        const std::string what =
+                            "n=" + std::to_string(n) + " NaN at " + std::to_string(nan_at) +
+                            " case " + std::to_string(c) + " rank " + std::to_string(rank);
                         if (st != DR_OK) {
                             fails.add(what + ": " + err);
-                        } else if (!std::isnan(recv[0]) && !std::isnan(recv[3]) &&
-                                   recv[0] != 1.0 && recv[3] != -1.0) {
+                        } else if (!std::isnan(recv[0]) && !std::isnan(recv[3]) && recv[0] != 1.0 &&
+                                   recv[3] != -1.0) {
                             fails.add(what + ": neither a NaN nor the others' value");
-                        } else if (rank != 0 &&
-                                   memcmp(recv.data(), res[0].data(), count * sizeof(double)) != 0) {
+                        } else if (rank != 0 && memcmp(recv.data(), res[0].data(),
+                                                       count * sizeof(double)) != 0) {
                             fails.add(what + ": result differs from rank 0's in its bits");
                         }
                         barrier.wait(); /* others read rank 0's result */
