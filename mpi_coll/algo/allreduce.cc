@@ -13,6 +13,8 @@
 #include <new>
 #include <vector>
 
+#include "algo/engine.hpp"
+#include "algo/rd_math.hpp"
 #include "algo/ring_math.hpp"
 
 namespace dualrail {
@@ -62,7 +64,10 @@ int allreduce_choose(const Params &p)
 
 static dr_status_t allreduce_run(Transport &t, const Params &p, Scratch *scratch, std::string *err);
 
-dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::string *err)
+/* allreduce()'s verdict on its arguments, the same on every rank: DR_INPROGRESS for a call
+ * that goes on (count >= 1), DR_OK for one with nothing to do, an error for one it rejects
+ * (with the reason in *err). */
+static dr_status_t allreduce_verdict(const Params &in, std::string *err)
 {
     if (in.kind != kKindAllreduce) {
         return reject(err, in.kind, "not an allreduce");
@@ -92,6 +97,21 @@ dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::str
     if (in.recvbuf == nullptr) {
         return reject(err, kKindAllreduce, "no receive buffer");
     }
+    if (in.size > kRingMaxRanks && allreduce_choose(in) == kAlgoRing) {
+        return reject(err, kKindAllreduce,
+                      "ring allreduce supports at most %d ranks (2(n-1) steps must fit the key's "
+                      "12-bit step field), this communicator has %d",
+                      kRingMaxRanks, in.size);
+    }
+    return DR_INPROGRESS;
+}
+
+dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::string *err)
+{
+    const dr_status_t verdict = allreduce_verdict(in, err);
+    if (verdict != DR_INPROGRESS) {
+        return verdict;
+    }
     /* The C API hands over normalized arguments: no copy of them then. */
     if (!is_normalized(in)) {
         const Params p = normalized(in);
@@ -112,13 +132,7 @@ static dr_status_t allreduce_run(Transport &t, const Params &p, Scratch *scratch
         }
         return DR_OK;
     }
-    const int algo = allreduce_choose(p);
-    if (algo == kAlgoRing && p.size > kRingMaxRanks) {
-        return reject(err, kKindAllreduce,
-                      "ring allreduce supports at most %d ranks (2(n-1) steps must fit the key's "
-                      "12-bit step field), this communicator has %d",
-                      kRingMaxRanks, p.size);
-    }
+    const int algo = allreduce_choose(p); /* within kRingMaxRanks (allreduce_verdict) */
     if (scratch == nullptr) {
         Scratch local;
         return algo == kAlgoRing ? allreduce_ring(t, p, local, err)
@@ -126,6 +140,38 @@ static dr_status_t allreduce_run(Transport &t, const Params &p, Scratch *scratch
     }
     return algo == kAlgoRing ? allreduce_ring(t, p, *scratch, err)
                              : allreduce_rd(t, p, *scratch, err);
+}
+
+dr_status_t allreduce_fail_early(Transport &t, const Params &in, dr_status_t st,
+                                 const std::string &why, std::string *err)
+{
+    const Params p = normalized(in);
+    int peers[kRdMaxPeers];
+    int np = 0;
+    /* Only where allreduce() would have run a schedule: peers that rejected the call (the
+     * same verdict everywhere) listen for nothing, and an abort nobody takes would wait in
+     * their transport for a later call of the same key. */
+    if (p.size >= 2 && allreduce_verdict(p, nullptr) == DR_INPROGRESS) {
+        if (allreduce_choose(p) == kAlgoRd) {
+            np = rd_peers(p.rank, p.size, peers);
+        } else {
+            peers[np++] = ring_left(p.rank, p.size);
+            peers[np++] = ring_right(p.rank, p.size);
+        }
+    }
+    /* An engine with the schedule's peers and key and no slots: finish() sends the aborts. */
+    Engine eng(t, p, "allreduce");
+    if (eng.init(0, peers, (size_t)np) == DR_OK) {
+        eng.set_error(st, "%s", why.c_str());
+    }
+    (void)eng.finish(st, nullptr);
+    if (err != nullptr) {
+        try {
+            *err = why;
+        } catch (const std::bad_alloc &) {
+        }
+    }
+    return st;
 }
 
 } // namespace coll

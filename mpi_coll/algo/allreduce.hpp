@@ -40,6 +40,15 @@ int allreduce_choose(const Params &p);
  */
 dr_status_t allreduce(Transport &t, const Params &p, Scratch *scratch, std::string *err);
 
+/*
+ * For a rank that fails before it could start allreduce() for p (a device copy, staging
+ * memory): tell the peers of the schedule allreduce() runs for p, as that schedule would
+ * have on its own error (engine.hpp, Aborts), so that they return st instead of waiting for
+ * this rank. Returns st; *err = why.
+ */
+dr_status_t allreduce_fail_early(Transport &t, const Params &p, dr_status_t st,
+                                 const std::string &why, std::string *err);
+
 /* The algorithms, for arguments allreduce() has checked and normalized (size >= 2, count >= 1). */
 dr_status_t allreduce_ring(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 dr_status_t allreduce_rd(Transport &t, const Params &p, Scratch &scratch, std::string *err);

@@ -69,13 +69,9 @@ class Rd {
 
     dr_status_t run(Scratch &scratch, std::string *err)
     {
-        int peers[2 + 32];
-        size_t np = 0;
-        peers[np++] = rd_fold_peer(r_, n_);
-        for (int j = 0; j < rounds_; ++j) {
-            peers[np++] = rd_partner(r_, n_, j);
-        }
-        dr_status_t st = eng_.init(slot_unfold() + 1, peers, np);
+        int peers[kRdMaxPeers];
+        const int np = rd_peers(r_, n_, peers);
+        dr_status_t st = eng_.init(slot_unfold() + 1, peers, (size_t)np);
         if (st != DR_OK) {
             return eng_.finish(st, err);
         }

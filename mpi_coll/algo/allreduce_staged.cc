@@ -387,18 +387,17 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
         why =
             std::string("staged allreduce: cannot use the staging's device: ") + mem->last_error();
     }
+    /* A failure from here to the schedule's start is told to the schedule's peers
+     * (allreduce_fail_early): they would wait for this rank otherwise. */
     if (st != DR_OK) {
-        if (err != nullptr) {
-            *err = why;
-        }
-        return st;
+        return allreduce_fail_early(t, in, st, why, err);
     }
     Params p = normalized(in);
     if (!recv_dev) {
         /* Device input, host output: bring the input over and run the host path in place. */
-        if ((st = copy_sync(mem, s.reduce_stream, p.recvbuf, p.sendbuf, bytes, err,
+        if ((st = copy_sync(mem, s.reduce_stream, p.recvbuf, p.sendbuf, bytes, &why,
                             "device-to-host copy of the input")) != DR_OK) {
-            return st;
+            return allreduce_fail_early(t, p, st, why, err);
         }
         p.sendbuf = nullptr;
         return allreduce(t, p, scratch, err);
@@ -417,16 +416,15 @@ dr_status_t allreduce_staged(Transport &t, const Params &in, const StagedArgs &a
     /* One rank, recursive doubling, or no kernel: the host algorithm on a host copy. */
     void *h = s.whole(bytes);
     if (h == nullptr) {
-        if (err != nullptr) {
-            *err = "staged allreduce: out of memory for " + std::to_string(bytes) +
-                   " bytes of host staging";
-        }
-        return DR_ERR_NO_MEMORY;
+        return allreduce_fail_early(t, p, DR_ERR_NO_MEMORY,
+                                    "staged allreduce: out of memory for " + std::to_string(bytes) +
+                                        " bytes of host staging",
+                                    err);
     }
     const void *from = p.sendbuf != nullptr ? p.sendbuf : p.recvbuf;
-    if ((st = copy_sync(mem, s.reduce_stream, h, from, bytes, err,
+    if ((st = copy_sync(mem, s.reduce_stream, h, from, bytes, &why,
                         "device-to-host copy of the input")) != DR_OK) {
-        return st;
+        return allreduce_fail_early(t, p, st, why, err);
     }
     p.sendbuf = nullptr;
     p.recvbuf = h;

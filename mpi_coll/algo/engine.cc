@@ -20,21 +20,24 @@ namespace {
  * takes the message, so the 4 bytes come from this static table (indexed by
  * -status - 1), never from the stack.
  */
-const int32_t kAbortCodes[] = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -10};
+const int32_t kAbortCodes[] = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11};
+constexpr long kAbortCodeCount = (long)(sizeof(kAbortCodes) / sizeof(kAbortCodes[0]));
+static_assert(kAbortCodeCount == -(long)DR_ERR_GPU, "every error status has an abort code");
 constexpr size_t kAbortLen = sizeof(int32_t);
 
 const int32_t *abort_payload(dr_status_t st)
 {
     long i = -(long)st - 1;
-    if (i < 0 || i >= (long)(sizeof(kAbortCodes) / sizeof(kAbortCodes[0]))) {
+    if (i < 0 || i >= kAbortCodeCount) {
         i = -(long)DR_ERR_PEER_UNREACHABLE - 1;
     }
     return &kAbortCodes[i];
 }
 
+/* A code this build does not know (a newer peer's) reads as the peer being unreachable. */
 dr_status_t abort_status(int32_t code)
 {
-    if (code <= -1 && code >= -10) {
+    if (code <= -1 && code >= -kAbortCodeCount) {
         return (dr_status_t)code;
     }
     return DR_ERR_PEER_UNREACHABLE;

@@ -102,6 +102,22 @@ inline int rd_partner(int rank, int n, int round)
     return rd_real_rank(v ^ (1 << round), n);
 }
 
+/* Most ranks rd_peers() gives: the fold peer and one partner per round (n < 2^31). */
+constexpr int kRdMaxPeers = 1 + 31;
+
+/* The ranks a rank's recursive doubling exchanges with, in step order: the fold peer, then
+ * round j's partner; -1 where there is none (a plain rank's fold, an extra rank's rounds).
+ * peers holds kRdMaxPeers; returns how many were written (1 + rounds). */
+inline int rd_peers(int rank, int n, int *peers)
+{
+    int np = 0;
+    peers[np++] = rd_fold_peer(rank, n);
+    for (int j = 0; j < rd_rounds(n); ++j) {
+        peers[np++] = rd_partner(rank, n, j);
+    }
+    return np;
+}
+
 /*
  * Recursive halving reduce-scatter (reduce_scatter_halving.cc): vrank v ends
  * with group v of the result, the blocks of the ranks it stands for: blocks

@@ -575,6 +575,89 @@ void test_pinned_shortage(void **state)
     }
 }
 
+/* The stand-in with its copies failing: a rank whose device cannot copy its input. */
+dr_status_t failing_copy(void *, const void *, size_t, void *)
+{
+    return DR_ERR_GPU;
+}
+
+const dr_mem_ops_t *standin_failing_copies()
+{
+    static dr_mem_ops_t ops = [] {
+        dr_mem_ops_t o = *dr_mem_standin();
+        o.copy_async = failing_copy;
+        return o;
+    }();
+    return &ops;
+}
+
+/*
+ * One rank's device cannot copy its input to the host, so it fails before its schedule
+ * starts (recursive doubling: the whole-message path; ring: the staged ring or its
+ * fallback). Its peers must return its error, told by the abort it sends them (directly or
+ * along the schedule), not wait for it until their timeout. Before, the whole-message path
+ * returned without telling anyone: the others ended with DR_ERR_TIMEOUT (with the default
+ * timeout of the component, never).
+ */
+void test_early_failure_reaches_peers(void **state)
+{
+    (void)state;
+    dr_mem_standin_set_lag(0);
+    for (int n : {2, 3, 5}) {
+        for (int algo : {kAlgoRd, kAlgoRing}) {
+            const int bad = n - 1;
+            fake::Net net(n, kComm);
+            Failures fails;
+            fake::run_ranks(
+                n,
+                [&](int rank) {
+                    fake::FakeTransport t(net, rank);
+                    const dr_mem_ops_t *mem = dr_mem_standin();
+                    Staging staging(rank == bad ? standin_failing_copies() : mem, 1u << 20);
+                    const Type &ty = kTypes[1]; /* f32 sum */
+                    const size_t count = 3001, bytes = count * ty.esz;
+                    std::vector<unsigned char> input(bytes);
+                    fill(ty, input.data(), count, rank, 23);
+                    void *stream = nullptr, *drecv = nullptr;
+                    mem->stream_create(&stream);
+                    mem->device_alloc(&drecv, bytes);
+                    mem->copy_async(drecv, input.data(), bytes, stream);
+                    mem->stream_sync(stream);
+                    Params p;
+                    p.recvbuf = drecv;
+                    p.count = count;
+                    p.elem_size = ty.esz;
+                    p.reduce = ty.fn;
+                    p.rank = rank;
+                    p.size = n;
+                    p.comm_id = kComm;
+                    p.algorithm = algo;
+                    p.timeout = 10; /* the others' verdict without the abort */
+                    p.idle = fake::FakeTransport::idle;
+                    p.idle_arg = &t;
+                    StagedArgs a;
+                    a.gpu_op = ty.gop;
+                    a.gpu_type = ty.gtype;
+                    std::string err;
+                    const dr_status_t st = allreduce_staged(t, p, a, staging, nullptr, &err);
+                    if (st != DR_ERR_GPU) {
+                        fails.add("n=" + std::to_string(n) + " algorithm " + std::to_string(algo) +
+                                  " rank " + std::to_string(rank) + ": status " +
+                                  std::to_string(st) + " (" + err +
+                                  "), not the failing rank's DR_ERR_GPU");
+                    }
+                    mem->device_free(drecv);
+                    mem->stream_destroy(stream);
+                },
+                60, "early failure");
+            for (const std::string &l : fails.lines) {
+                print_error("%s\n", l.c_str());
+            }
+            assert_int_equal(fails.lines.size(), 0);
+        }
+    }
+}
+
 void test_math(void **state)
 {
     (void)state;
@@ -618,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_table_without_devices),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_pinned_shortage),
+        cmocka_unit_test(test_early_failure_reaches_peers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
