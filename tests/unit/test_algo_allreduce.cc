@@ -361,20 +361,14 @@ void test_same_bits_everywhere(void **state)
                         if (inplace) {
                             recv = send;
                         }
-                        Params p;
+                        Params p = fake::rank_params(kKindAllreduce, rank, n, t, kComm);
                         p.sendbuf = inplace ? nullptr : send.data();
                         p.recvbuf = recv.data();
                         p.count = count;
                         p.elem_size = sizeof(double);
                         p.reduce = is_max ? max_ompi : min_ompi;
-                        p.rank = rank;
-                        p.size = n;
-                        p.comm_id = kComm;
                         p.seq = seq++;
                         p.algorithm = algo;
-                        p.timeout = 60;
-                        p.idle = fake::FakeTransport::idle;
-                        p.idle_arg = &t;
                         std::string err;
                         const dr_status_t st = allreduce(t, p, nullptr, &err);
                         barrier.wait();

@@ -33,8 +33,7 @@ extern "C" {
 #include "algo/ring_math.hpp"
 #include "algo/staged.hpp"
 #include "algo/staged_math.hpp"
-#include "test_algo_fake.hpp"
-#include "../support/test_helpers.hpp"
+#include "test_algo_rig.hpp"
 
 using namespace dualrail::coll;
 using namespace dualrail::test;
@@ -415,6 +414,45 @@ void test_devices(void **state)
 }
 
 /*
+ * This rank's input (fill(), salt) on a stand-in device buffer, and the arguments of an
+ * in-place staged allreduce of it (seq 0): what the tests below call allreduce_staged with.
+ */
+struct DeviceCall {
+    const dr_mem_ops_t *mem = dr_mem_standin();
+    std::vector<unsigned char> input;
+    void *stream = nullptr, *drecv = nullptr;
+    Params p;
+    StagedArgs a;
+
+    DeviceCall(fake::FakeTransport &t, const Type &ty, size_t count, int rank, int n, int algorithm,
+               double timeout, uint64_t salt)
+        : input(count * ty.esz)
+    {
+        fill(ty, input.data(), count, rank, salt);
+        mem->stream_create(&stream);
+        mem->device_alloc(&drecv, input.size());
+        mem->copy_async(drecv, input.data(), input.size(), stream);
+        mem->stream_sync(stream);
+        p = fake::rank_params(kKindAllreduce, rank, n, t, kComm);
+        p.recvbuf = drecv;
+        p.count = count;
+        p.elem_size = ty.esz;
+        p.reduce = ty.fn;
+        p.algorithm = algorithm;
+        p.timeout = timeout;
+        a.gpu_op = ty.gop;
+        a.gpu_type = ty.gtype;
+    }
+    ~DeviceCall()
+    {
+        mem->device_free(drecv);
+        mem->stream_destroy(stream);
+    }
+    DeviceCall(const DeviceCall &) = delete;
+    DeviceCall &operator=(const DeviceCall &) = delete;
+};
+
+/*
  * One in-place staged allreduce (seq 0) of this rank's input on a stand-in
  * device buffer through staging s, then the host path on a host copy (seq 1)
  * as the reference. "" when the device result is bitwise the host's, else
@@ -423,42 +461,21 @@ void test_devices(void **state)
 std::string device_call_vs_host(fake::FakeTransport &t, Staging &s, const Type &ty, size_t count,
                                 int rank, int n, int algorithm, double timeout, uint64_t salt)
 {
-    const dr_mem_ops_t *mem = dr_mem_standin();
-    const size_t bytes = count * ty.esz;
-    std::vector<unsigned char> input(bytes), got(bytes);
-    fill(ty, input.data(), count, rank, salt);
-    void *stream = nullptr, *drecv = nullptr;
-    mem->stream_create(&stream);
-    mem->device_alloc(&drecv, bytes);
-    mem->copy_async(drecv, input.data(), bytes, stream);
-    mem->stream_sync(stream);
-    Params p;
-    p.recvbuf = drecv;
-    p.count = count;
-    p.elem_size = ty.esz;
-    p.reduce = ty.fn;
-    p.rank = rank;
-    p.size = n;
-    p.comm_id = kComm;
-    p.algorithm = algorithm;
-    p.timeout = timeout;
-    p.idle = fake::FakeTransport::idle;
-    p.idle_arg = &t;
-    StagedArgs a;
-    a.gpu_op = ty.gop;
-    a.gpu_type = ty.gtype;
+    DeviceCall c(t, ty, count, rank, n, algorithm, timeout, salt);
+    const size_t bytes = c.input.size();
+    std::vector<unsigned char> got(bytes);
     std::string why;
-    if (algorithm != kAlgoRd && staged_path(p, a, mem) != kPathRing) {
+    if (algorithm != kAlgoRd && staged_path(c.p, c.a, c.mem) != kPathRing) {
         why = "not a staged-ring call; ";
     }
     std::string err;
-    if (allreduce_staged(t, p, a, s, nullptr, &err) != DR_OK) {
+    if (allreduce_staged(t, c.p, c.a, s, nullptr, &err) != DR_OK) {
         why += err;
     } else {
-        mem->copy_async(got.data(), drecv, bytes, stream);
-        mem->stream_sync(stream);
-        std::vector<unsigned char> ref(input);
-        Params q = p;
+        c.mem->copy_async(got.data(), c.drecv, bytes, c.stream);
+        c.mem->stream_sync(c.stream);
+        std::vector<unsigned char> ref(c.input);
+        Params q = c.p;
         q.recvbuf = ref.data();
         q.seq = 1;
         if (allreduce(t, q, nullptr, &err) != DR_OK) {
@@ -467,8 +484,6 @@ std::string device_call_vs_host(fake::FakeTransport &t, Staging &s, const Type &
             why += "differs from the host path";
         }
     }
-    mem->device_free(drecv);
-    mem->stream_destroy(stream);
     return why;
 }
 
@@ -520,14 +535,21 @@ dr_status_t no_pinned(void **p, size_t)
     return DR_ERR_NO_MEMORY;
 }
 
-const dr_mem_ops_t *standin_without_pinned()
+/* The stand-in with some of its functions replaced by edit: one table per variant (per
+ * lambda type), made at the first call. */
+template <class Edit> const dr_mem_ops_t *standin_variant(Edit edit)
 {
-    static dr_mem_ops_t ops = [] {
+    static const dr_mem_ops_t ops = [&] {
         dr_mem_ops_t o = *dr_mem_standin();
-        o.host_alloc = no_pinned;
+        edit(o);
         return o;
     }();
     return &ops;
+}
+
+const dr_mem_ops_t *standin_without_pinned()
+{
+    return standin_variant([](dr_mem_ops_t &o) { o.host_alloc = no_pinned; });
 }
 
 /*
@@ -583,12 +605,7 @@ dr_status_t failing_copy(void *, const void *, size_t, void *)
 
 const dr_mem_ops_t *standin_failing_copies()
 {
-    static dr_mem_ops_t ops = [] {
-        dr_mem_ops_t o = *dr_mem_standin();
-        o.copy_async = failing_copy;
-        return o;
-    }();
-    return &ops;
+    return standin_variant([](dr_mem_ops_t &o) { o.copy_async = failing_copy; });
 }
 
 /*
@@ -612,48 +629,21 @@ void test_early_failure_reaches_peers(void **state)
                 n,
                 [&](int rank) {
                     fake::FakeTransport t(net, rank);
-                    const dr_mem_ops_t *mem = dr_mem_standin();
-                    Staging staging(rank == bad ? standin_failing_copies() : mem, 1u << 20);
-                    const Type &ty = kTypes[1]; /* f32 sum */
-                    const size_t count = 3001, bytes = count * ty.esz;
-                    std::vector<unsigned char> input(bytes);
-                    fill(ty, input.data(), count, rank, 23);
-                    void *stream = nullptr, *drecv = nullptr;
-                    mem->stream_create(&stream);
-                    mem->device_alloc(&drecv, bytes);
-                    mem->copy_async(drecv, input.data(), bytes, stream);
-                    mem->stream_sync(stream);
-                    Params p;
-                    p.recvbuf = drecv;
-                    p.count = count;
-                    p.elem_size = ty.esz;
-                    p.reduce = ty.fn;
-                    p.rank = rank;
-                    p.size = n;
-                    p.comm_id = kComm;
-                    p.algorithm = algo;
-                    p.timeout = 10; /* the others' verdict without the abort */
-                    p.idle = fake::FakeTransport::idle;
-                    p.idle_arg = &t;
-                    StagedArgs a;
-                    a.gpu_op = ty.gop;
-                    a.gpu_type = ty.gtype;
+                    Staging staging(rank == bad ? standin_failing_copies() : dr_mem_standin(),
+                                    1u << 20);
+                    /* timeout 10 s: the others' verdict without the abort */
+                    DeviceCall c(t, kTypes[1] /* f32 sum */, 3001, rank, n, algo, 10, 23);
                     std::string err;
-                    const dr_status_t st = allreduce_staged(t, p, a, staging, nullptr, &err);
+                    const dr_status_t st = allreduce_staged(t, c.p, c.a, staging, nullptr, &err);
                     if (st != DR_ERR_GPU) {
                         fails.add("n=" + std::to_string(n) + " algorithm " + std::to_string(algo) +
                                   " rank " + std::to_string(rank) + ": status " +
                                   std::to_string(st) + " (" + err +
                                   "), not the failing rank's DR_ERR_GPU");
                     }
-                    mem->device_free(drecv);
-                    mem->stream_destroy(stream);
                 },
                 60, "early failure");
-            for (const std::string &l : fails.lines) {
-                print_error("%s\n", l.c_str());
-            }
-            assert_int_equal(fails.lines.size(), 0);
+            report(fails, net);
         }
     }
 }
