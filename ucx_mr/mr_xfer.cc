@@ -638,15 +638,21 @@ static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, 
     if (p->sends.empty() && p->recvs.empty()) {
         p->busy_since = mr->clock;
     }
-    if (mr->live_planes(p) == 0) {
-        r->status = DR_ERR_PEER_UNREACHABLE;
-        r->complete = true;
-        mr->last_error = "peer " + std::to_string(peer) + ": no plane left (" +
-                         mr->peer_state_text(p) + ")";
-    }
     *pp = p;
     *rr = r;
     return DR_OK;
+}
+
+/* A request to or from a peer with no plane up fails at once (a receive only once nothing
+ * held from that peer completes it). */
+static void fail_if_unreachable(dr_mr_t *mr, Peer *p, Req *r)
+{
+    if (!r->complete && mr->live_planes(p) == 0) {
+        r->status = DR_ERR_PEER_UNREACHABLE;
+        r->complete = true;
+        mr->last_error = "peer " + std::to_string(p->id) + ": no plane left (" +
+                         mr->peer_state_text(p) + ")";
+    }
 }
 
 extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf,
@@ -663,6 +669,7 @@ extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, con
         if (st != DR_OK) {
             return st;
         }
+        fail_if_unreachable(mr, p, r);
         if (!r->complete) {
             /* mr->clock (req_new) is what the plane that carries it is marked active with */
             if (len <= mr->cfg.copy_max && mr->cfg.copy_max != 0) {
@@ -723,6 +730,9 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
                 }
             }
             mr->recv_match_unexpected(p, r);
+            /* After the match: a message held here (arrived whole, acknowledged) is the
+             * receiver's even when its sender has gone since (dr_mr_destroy's goodbye). */
+            fail_if_unreachable(mr, p, r);
             if (!r->complete) {
                 p->recvs.push_back(r);
                 r->listed = true;

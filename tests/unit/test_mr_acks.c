@@ -372,6 +372,36 @@ static void test_destroy_delivers_copies(void **state)
     free(p);
 }
 
+/* A small message that arrived whole before its receive was posted is held, and
+ * acknowledged, by the receiver: the sender may then leave (dr_mr_destroy, its goodbye).
+ * A receive posted after that must still get the held message; it failed with "no plane
+ * left" because the peer had none up any more. */
+static void test_held_message_after_goodbye(void **state)
+{
+    (void)state;
+    pair_t *p;
+    assert_int_equal(setup((void **)&p), 0);
+    int x = 4242, got = 0;
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, 8100, &x, sizeof(x), &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0); /* held by b and acknowledged */
+    dr_mr_destroy(p->a);
+    for (double end = now_s() + 0.3; now_s() < end;) {
+        dr_mr_progress(p->b); /* the goodbye, the endpoints closing */
+    }
+    assert_int_equal(dr_mr_irecv(p->b, 0, 8100, &got, sizeof(got), &r), DR_OK);
+    assert_int_equal(dr_mr_wait(p->b, r, 5.0, NULL), DR_OK);
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(got, 4242);
+    /* Nothing else is held: a receive for another key fails at once (no plane left). */
+    assert_int_equal(dr_mr_irecv(p->b, 0, 8101, &got, sizeof(got), &r), DR_OK);
+    assert_int_equal(dr_mr_wait(p->b, r, 5.0, NULL), DR_ERR_PEER_UNREACHABLE);
+    dr_mr_req_free(p->b, r);
+    dr_mr_destroy(p->b);
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_early_small_message_acked),
         cmocka_unit_test(test_idle_peers_not_visited),
         cmocka_unit_test(test_destroy_delivers_copies),
+        cmocka_unit_test(test_held_message_after_goodbye),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
