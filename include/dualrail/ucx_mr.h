@@ -142,7 +142,9 @@ dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *addr, size_t 
 dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf, size_t len,
                         dr_mr_req_t **req);
 
-/* Start receiving the message with key from peer into buf (capacity bytes). */
+/* Start receiving the message with key from peer into buf (capacity bytes). A message
+ * that arrived whole before the receive is held (and acknowledged) and completes it even
+ * when no plane to the peer is up any more (a peer that left after sending it). */
 dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
                         dr_mr_req_t **req);
 
