@@ -266,6 +266,17 @@ int mca_coll_dualrail_mpi_error(dr_status_t st);
 /* Bytes of count elements of a predefined datatype without holes; false for anything
  * else (derived, non-contiguous), which goes to the previous module. */
 bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, size_t *bytes);
+
+/*
+ * A v-collective's counts and displacements (in elements of esize bytes) as byte counts bc
+ * and byte offsets bd from the lowest displacement of a non-empty block, *lo (in bytes, to
+ * add to the buffer): MPI allows negative displacements (a buffer pointing into an array)
+ * and never reads an empty block's. *span: the bytes from there to the end of the last
+ * non-empty block (0 when all are empty; an empty block's offset is 0). false for a
+ * negative count.
+ */
+bool mca_coll_dualrail_v_layout(const int *counts, const int *displs, int n, size_t esize,
+                                size_t *bc, size_t *bd, ptrdiff_t *lo, size_t *span);
 /* The block of a call that sends scount x sdtype to, and receives rcount x rdtype from, each
  * rank (allgather, alltoall and their non-blocking forms), in bytes; false (the previous
  * module serves the call) for a negative count, a type dtype_bytes refuses, or send and

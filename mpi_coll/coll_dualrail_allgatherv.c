@@ -5,13 +5,15 @@
  * MPI_IN_PLACE as MPI defines it for allgatherv: sendcount and sendtype are
  * ignored and this rank's block is already at its place in recvbuf. What it
  * does not handle goes to the previous module before any data moves:
- * derived or non-contiguous datatypes, negative counts or displacements,
- * a send block whose size differs from this rank's receive count (erroneous
- * in MPI; the previous module reports it), an inactive module. The decision
- * reads recvcounts, displs and recvtype (the same on every rank by MPI's
- * rules). Buffers in device memory are staged whole through host memory:
- * this rank's block copied out before, every block copied in after (one copy
- * per block, so the gaps between blocks are left alone).
+ * derived or non-contiguous datatypes, negative counts, a send block whose
+ * size differs from this rank's receive count (erroneous in MPI; the previous
+ * module reports it), an inactive module. The decision reads recvcounts and
+ * recvtype (the same on every rank by MPI's rules), not displs, which each
+ * rank chooses for its own buffer: negative ones are taken (the buffer
+ * starts at the lowest one of a non-empty block). Buffers in device memory
+ * are staged whole through host memory: this rank's block copied out before,
+ * every block copied in after (one copy per block, so the gaps between blocks
+ * are left alone).
  */
 #include "coll_dualrail.h"
 
@@ -41,7 +43,7 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
         goto fallback;
     }
     for (int r = 0; r < size; ++r) {
-        if (rcounts[r] < 0 || disps[r] < 0) {
+        if (rcounts[r] < 0) {
             goto fallback;
         }
     }
@@ -61,18 +63,19 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
                                         "no memory for the counts");
     }
     size_t *displs = counts + size, total = 0, span = 0;
+    ptrdiff_t lo = 0;
+    (void)mca_coll_dualrail_v_layout(rcounts, disps, size, esz, counts, displs, &lo,
+                                     &span); /* counts checked above */
     for (int r = 0; r < size; ++r) {
-        counts[r] = (size_t)rcounts[r] * esz;
-        displs[r] = (size_t)disps[r] * esz;
         total += counts[r];
-        span = displs[r] + counts[r] > span ? displs[r] + counts[r] : span;
     }
+    char *base = (char *)rbuf + lo; /* what displs are offsets from */
     const size_t mine = counts[rank];
     const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     const bool dev_s = !inplace && mine != 0 && dr_buffers_on_device(mem, sbuf, NULL);
-    const bool dev_r = total != 0 && dr_buffers_on_device(mem, NULL, rbuf);
+    const bool dev_r = total != 0 && dr_buffers_on_device(mem, NULL, base);
     a.sendbuf = inplace ? NULL : sbuf;
-    a.recvbuf = rbuf;
+    a.recvbuf = base;
     a.counts = counts;
     a.displs = displs;
     a.algorithm = cm->allgatherv_algorithm;
@@ -93,7 +96,7 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
             st = mca_coll_dualrail_stage(host, sbuf, mine, sbuf, err, sizeof(err));
             a.sendbuf = host;
         } else {
-            const void *src = inplace ? (const char *)rbuf + displs[rank] : sbuf;
+            const void *src = inplace ? (const char *)base + displs[rank] : sbuf;
             if (mine != 0 && (inplace || dev_s)) {
                 st = mca_coll_dualrail_stage(host + displs[rank], src, mine, src, err, sizeof(err));
             } else if (mine != 0) {
@@ -108,7 +111,7 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
     }
     for (int r = 0; st == DR_OK && dev_r && r < size; ++r) {
         if (counts[r] != 0) {
-            char *dst = (char *)rbuf + displs[r];
+            char *dst = base + displs[r];
             st = mca_coll_dualrail_stage(dst, host + displs[r], counts[r], dst, err, sizeof(err));
         }
     }

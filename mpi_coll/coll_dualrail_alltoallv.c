@@ -8,7 +8,8 @@
  * rdispls[q] and replaced by what comes from q (counts must be symmetric).
  * What it does not handle goes to the previous module before any data
  * moves: derived or non-contiguous datatypes, an inactive module. Negative
- * displacements are taken (the buffer base moves to the lowest one).
+ * displacements are taken (the buffer base moves to the lowest one of a
+ * non-empty block; an empty block's displacement is never read).
  * Buffers in device memory are staged whole through host memory: the span
  * from the lowest displacement to the end of the last block, the receive
  * span copied in first so that bytes between blocks keep their values.
@@ -25,37 +26,6 @@
 
 #include "dr_alltoall.h"
 #include "dr_coll_gpu.h"
-
-/*
- * counts/displs (in elements of esize bytes) to bytes relative to the lowest
- * displacement: *lo its offset in bytes, *span the bytes from there to the end
- * of the last non-empty block. false for a negative count.
- */
-static bool to_bytes(const int *counts, const int *displs, int n, size_t esize, size_t *bc,
-                     size_t *bd, ptrdiff_t *lo, size_t *span)
-{
-    long long min = 0;
-    int first = 1;
-    for (int q = 0; q < n; ++q) {
-        if (counts[q] < 0) {
-            return false;
-        }
-        if (first || displs[q] < min) {
-            min = displs[q];
-            first = 0;
-        }
-    }
-    *span = 0;
-    for (int q = 0; q < n; ++q) {
-        bc[q] = (size_t)counts[q] * esize;
-        bd[q] = (size_t)((long long)displs[q] - min) * esize;
-        if (bc[q] != 0 && bd[q] + bc[q] > *span) {
-            *span = bd[q] + bc[q];
-        }
-    }
-    *lo = (ptrdiff_t)(min * (long long)esize);
-    return true;
-}
 
 int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                                 struct ompi_datatype_t *sdtype, void *rbuf, const int *rcounts,
@@ -84,8 +54,9 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
         }
     }
     size_t *sc = m->alltoallv_layout, *sd = sc + n, *rc = sd + n, *rd = rc + n;
-    if (!to_bytes(rcounts, rdispls, n, rsize, rc, rd, &rlo, &rspan) ||
-        (!inplace && !to_bytes(scounts, sdispls, n, ssize, sc, sd, &slo, &sspan))) {
+    if (!mca_coll_dualrail_v_layout(rcounts, rdispls, n, rsize, rc, rd, &rlo, &rspan) ||
+        (!inplace &&
+         !mca_coll_dualrail_v_layout(scounts, sdispls, n, ssize, sc, sd, &slo, &sspan))) {
         goto fallback; /* a negative count: erroneous, the previous module reports it */
     }
     const bool dev_s =

@@ -94,6 +94,32 @@ bool mca_coll_dualrail_dtype_bytes(struct ompi_datatype_t *dtype, size_t count, 
     return true;
 }
 
+bool mca_coll_dualrail_v_layout(const int *counts, const int *displs, int n, size_t esize,
+                                size_t *bc, size_t *bd, ptrdiff_t *lo, size_t *span)
+{
+    long long min = 0;
+    bool any = false;
+    for (int q = 0; q < n; ++q) {
+        if (counts[q] < 0) {
+            return false;
+        }
+        if (counts[q] != 0 && (!any || displs[q] < min)) {
+            min = displs[q];
+            any = true;
+        }
+    }
+    *span = 0;
+    for (int q = 0; q < n; ++q) {
+        bc[q] = (size_t)counts[q] * esize;
+        bd[q] = bc[q] == 0 ? 0 : (size_t)((long long)displs[q] - min) * esize;
+        if (bc[q] != 0 && bd[q] + bc[q] > *span) {
+            *span = bd[q] + bc[q];
+        }
+    }
+    *lo = (ptrdiff_t)(min * (long long)esize);
+    return true;
+}
+
 bool mca_coll_dualrail_block_bytes(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
                                    int rcount, struct ompi_datatype_t *rdtype, size_t *bytes)
 {

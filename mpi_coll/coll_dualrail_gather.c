@@ -4,8 +4,9 @@
  * window, every block straight into its place at the root). MPI_IN_PLACE at
  * the root: its block is already in recvbuf (sendcount and sendtype
  * ignored). What they do not handle goes to the previous module before any
- * data moves: derived or non-contiguous datatypes, negative counts or
- * displacements, send and receive blocks of different sizes at the root
+ * data moves: derived or non-contiguous datatypes, negative counts (negative
+ * displacements are taken: gatherv's root buffer starts at the lowest one of a
+ * non-empty block), send and receive blocks of different sizes at the root
  * (erroneous in MPI), a root out of range, an inactive module. A rank reads
  * only the type it uses (the send type; at the root the receive type too),
  * so every rank must use predefined types for the decision to be the same
@@ -146,8 +147,10 @@ int mca_coll_dualrail_gatherv(const void *sbuf, int scount, struct ompi_datatype
         if (!mca_coll_dualrail_dtype_bytes(rdtype, 1, &esz)) {
             goto fallback;
         }
+        /* Negative displacements are taken (only the root reads them: falling back on one
+         * would leave the root alone in the previous module); negative counts are not. */
         for (int r = 0; r < size; ++r) {
-            if (rcounts[r] < 0 || disps[r] < 0) {
+            if (rcounts[r] < 0) {
                 goto fallback;
             }
         }
@@ -159,6 +162,7 @@ int mca_coll_dualrail_gatherv(const void *sbuf, int scount, struct ompi_datatype
     mca_coll_dualrail_idle_t idle_state;
     mca_coll_dualrail_args_init(m, comm, DR_KIND_GATHERV, &a, &idle_state);
     size_t *counts = NULL, span = 0, mine = sbytes;
+    char *base = NULL;
     if (rank == root) {
         /* Per call: byte counts and offsets, after the sequence number (see allgatherv). */
         counts = malloc(2 * sizeof(size_t) * (size_t)size);
@@ -166,24 +170,23 @@ int mca_coll_dualrail_gatherv(const void *sbuf, int scount, struct ompi_datatype
             return mca_coll_dualrail_failed(comm, "MPI_Gatherv", DR_ERR_NO_MEMORY,
                                             "no memory for the counts");
         }
-        for (int r = 0; r < size; ++r) {
-            counts[r] = (size_t)rcounts[r] * esz;
-            counts[size + r] = (size_t)disps[r] * esz;
-            span = counts[size + r] + counts[r] > span ? counts[size + r] + counts[r] : span;
-        }
+        ptrdiff_t lo = 0;
+        (void)mca_coll_dualrail_v_layout(rcounts, disps, size, esz, counts, counts + size, &lo,
+                                         &span); /* counts checked above */
+        base = (char *)rbuf + lo;
         mine = counts[rank];
         a.counts = counts;
         a.displs = counts + size;
     }
     a.sendbuf = inplace ? NULL : sbuf;
-    a.recvbuf = rank == root ? rbuf : NULL;
+    a.recvbuf = base;
     a.bytes = mine;
     a.root = root;
     DUALRAIL_VERBOSE(2,
                      "coll/dualrail: rank %d: gatherv on %s: %zu bytes of this rank to root "
                      "%d%s",
                      cm->world_rank, comm->c_name, mine, root, inplace ? ", in place" : "");
-    const int rc = run(DR_KIND_GATHERV, comm, &a, sbuf, rbuf, mine, span, "MPI_Gatherv");
+    const int rc = run(DR_KIND_GATHERV, comm, &a, sbuf, base, mine, span, "MPI_Gatherv");
     free(counts);
     return rc;
 

@@ -4,8 +4,9 @@
  * window, every block straight from its place at the root). MPI_IN_PLACE at
  * the root (as recvbuf): its block stays in sendbuf (recvcount and recvtype
  * ignored). What they do not handle goes to the previous module before any
- * data moves: derived or non-contiguous datatypes, negative counts or
- * displacements, send and receive blocks of different sizes at the root
+ * data moves: derived or non-contiguous datatypes, negative counts (negative
+ * displacements are taken: scatterv's root buffer starts at the lowest one of
+ * a non-empty block), send and receive blocks of different sizes at the root
  * (erroneous in MPI), a root out of range, an inactive module. A rank reads
  * only the type it uses (the receive type; at the root the send type too),
  * so every rank must use predefined types for the decision to be the same
@@ -143,8 +144,9 @@ int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *
         if (!mca_coll_dualrail_dtype_bytes(sdtype, 1, &esz)) {
             goto fallback;
         }
+        /* Negative displacements are taken (see gatherv); negative counts are not. */
         for (int r = 0; r < size; ++r) {
-            if (scounts[r] < 0 || disps[r] < 0) {
+            if (scounts[r] < 0) {
                 goto fallback;
             }
         }
@@ -156,6 +158,7 @@ int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *
     mca_coll_dualrail_idle_t idle_state;
     mca_coll_dualrail_args_init(m, comm, DR_KIND_SCATTERV, &a, &idle_state);
     size_t *counts = NULL, span = 0, mine = rbytes;
+    const char *base = NULL;
     if (rank == root) {
         /* Per call: byte counts and offsets, after the sequence number (see allgatherv). */
         counts = malloc(2 * sizeof(size_t) * (size_t)size);
@@ -163,16 +166,15 @@ int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *
             return mca_coll_dualrail_failed(comm, "MPI_Scatterv", DR_ERR_NO_MEMORY,
                                             "no memory for the counts");
         }
-        for (int r = 0; r < size; ++r) {
-            counts[r] = (size_t)scounts[r] * esz;
-            counts[size + r] = (size_t)disps[r] * esz;
-            span = counts[size + r] + counts[r] > span ? counts[size + r] + counts[r] : span;
-        }
+        ptrdiff_t lo = 0;
+        (void)mca_coll_dualrail_v_layout(scounts, disps, size, esz, counts, counts + size, &lo,
+                                         &span); /* counts checked above */
+        base = (const char *)sbuf + lo;
         mine = counts[rank];
         a.counts = counts;
         a.displs = counts + size;
     }
-    a.sendbuf = rank == root ? sbuf : NULL;
+    a.sendbuf = base;
     a.recvbuf = inplace ? NULL : rbuf;
     a.bytes = mine;
     a.root = root;
@@ -180,7 +182,7 @@ int mca_coll_dualrail_scatterv(const void *sbuf, const int *scounts, const int *
                      "coll/dualrail: rank %d: scatterv on %s: %zu bytes of this rank from "
                      "root %d%s",
                      cm->world_rank, comm->c_name, mine, root, inplace ? ", in place" : "");
-    const int rc = run(DR_KIND_SCATTERV, comm, &a, sbuf, rbuf, mine, span, "MPI_Scatterv");
+    const int rc = run(DR_KIND_SCATTERV, comm, &a, base, rbuf, mine, span, "MPI_Scatterv");
     free(counts);
     return rc;
 

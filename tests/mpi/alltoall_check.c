@@ -21,7 +21,8 @@
  *              place with symmetric counts
  *   interleaved  alltoall, alltoallv, allreduce, bcast back to back
  *   receive_only  alltoallv where one rank at a time only receives and passes
- *              NULL as its send buffer (not MPI_IN_PLACE)
+ *              NULL as its send buffer (not MPI_IN_PLACE), its own (empty)
+ *              block's displacement far outside its buffer
  *   fallbacks  a derived datatype (a vector with holes) in both: the
  *              previous module runs it, the holes are left alone
  *
@@ -340,7 +341,9 @@ static void receive_only(void)
         if (rank == sink) {
             for (int q = 0; q < size; ++q) {
                 rc[q] = q == sink ? 0 : bytes;
-                rd[q] = q * bytes;
+                /* an empty block's displacement is never read: far outside the buffer here
+                 * (device buffers were staged from the lowest displacement of any block) */
+                rd[q] = q == sink ? -1000000 : q * bytes;
             }
         } else {
             sc[sink] = bytes;

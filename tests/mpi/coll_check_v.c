@@ -10,7 +10,10 @@
  * on one rank; counts 0, 1, 13, 1009 and 70001 (MPI_COMM_WORLD without
  * --quick); blocks packed in rank order or in reverse order with a gap
  * before each (the gaps must stay untouched); in place or not; MPI_BYTE,
- * MPI_INT, MPI_C_DOUBLE_COMPLEX in turn. Each result is checked byte by
+ * MPI_INT, MPI_C_DOUBLE_COMPLEX in turn. Negative displacements: allgatherv
+ * with odd ranks passing their buffer's end (each rank chooses its own
+ * displacements, so ranks must not decide differently on them), gatherv and
+ * scatterv with the root doing so. Each result is checked byte by
  * byte against a pattern every rank can compute. With --device the buffers
  * are stand-in device memory. allgatherv_fallbacks: a derived datatype goes
  * to the previous module.
@@ -39,8 +42,10 @@ static const vtype_t vtypes[] = {
     {MPI_C_DOUBLE_COMPLEX, "MPI_C_DOUBLE_COMPLEX", 16},
 };
 
+/* shifted: odd ranks pass recvbuf at the end of their buffer and displacements made
+ * negative to match (MPI allows them; each rank chooses its own). */
 static bool allgatherv_one(MPI_Comm comm, const char *cname, const vtype_t *t, int pattern,
-                           int layout, int c, bool inplace, unsigned salt)
+                           int layout, int c, bool inplace, bool shifted, unsigned salt)
 {
     int crank, csize;
     MPI_Comm_rank(comm, &crank);
@@ -74,8 +79,13 @@ static bool allgatherv_one(MPI_Comm comm, const char *cname, const vtype_t *t, i
         src[i] = vpattern(crank, i, salt);
     }
     void *dout = to_dev(out, len + 1), *din = inplace ? NULL : to_dev(in, mine + 1);
-    const int rc = MPI_Allgatherv(inplace ? MPI_IN_PLACE : din, counts[crank], t->t, dout, counts,
-                                  displs, t->t, comm);
+    const int shift = shifted && crank % 2 == 1 ? at : 0;
+    for (int r = 0; r < csize; ++r) {
+        displs[r] -= shift;
+    }
+    const int rc =
+        MPI_Allgatherv(inplace ? MPI_IN_PLACE : din, counts[crank], t->t,
+                       (char *)dout + (size_t)shift * t->esz, counts, displs, t->t, comm);
     from_dev(out, dout, len + 1);
     if (!inplace) {
         from_dev(in, din, mine + 1);
@@ -85,9 +95,10 @@ static bool allgatherv_one(MPI_Comm comm, const char *cname, const vtype_t *t, i
         ok = in[i] == vpattern(crank, i, salt);
     }
     if (!ok) {
-        printf("FAILED on rank %d: allgatherv on %s: pattern %d, layout %d, count %d x %s%s "
+        printf("FAILED on rank %d: allgatherv on %s: pattern %d, layout %d, count %d x %s%s%s "
                "(rc %d)\n",
-               rank, cname, pattern, layout, c, t->name, inplace ? ", in place" : "", rc);
+               rank, cname, pattern, layout, c, t->name, inplace ? ", in place" : "",
+               shifted ? ", negative displacements on odd ranks" : "", rc);
         fflush(stdout);
     }
     free(out);
@@ -108,8 +119,15 @@ void allgatherv_checks(MPI_Comm comm, const char *cname, bool quick)
             for (int layout = 0; layout < 2; ++layout) {
                 for (int inplace = 0; inplace < 2; ++inplace, ++salt) {
                     const vtype_t *t = &vtypes[cs[c] > 10000 ? salt % 2 : salt % 3];
-                    ok &= allgatherv_one(comm, cname, t, pattern, layout, cs[c], inplace, salt);
+                    ok &= allgatherv_one(comm, cname, t, pattern, layout, cs[c], inplace, false,
+                                         salt);
                 }
+            }
+        }
+        for (int layout = 0; layout < 2; ++layout) {
+            for (int inplace = 0; inplace < 2; ++inplace, ++salt) {
+                ok &= allgatherv_one(comm, cname, &vtypes[salt % 3], pattern, layout, 13, inplace,
+                                     true, salt);
             }
         }
     }
@@ -144,7 +162,8 @@ static int v_layout(int pattern, int layout, int c, int csize, int *counts, int 
  * every rank's own block, in place at the root or not.
  */
 static bool rooted_one(MPI_Comm comm, const char *cname, bool gath, bool v, const vtype_t *t,
-                       int pattern, int layout, int c, int root, bool inplace, unsigned salt)
+                       int pattern, int layout, int c, int root, bool inplace, bool shifted,
+                       unsigned salt)
 {
     int crank, csize;
     MPI_Comm_rank(comm, &crank);
@@ -181,13 +200,20 @@ static bool rooted_one(MPI_Comm comm, const char *cname, bool gath, bool v, cons
     void *dbig = at_root ? to_dev(big, len + 1) : NULL, *dsmall = to_dev(small, mine + 1);
     int rc;
     const int n = counts[crank];
+    /* shifted (v only): the root passes its buffer's end and displacements made negative to
+     * match; the others never read displacements. */
+    const int shift = shifted && v && at_root ? len_el : 0;
+    for (int r = 0; r < csize; ++r) {
+        displs[r] -= shift;
+    }
+    char *vbig = dbig == NULL ? NULL : (char *)dbig + (size_t)shift * t->esz;
     if (gath) {
         const void *sb = inplace ? MPI_IN_PLACE : dsmall;
-        rc = v ? MPI_Gatherv(sb, n, t->t, dbig, counts, displs, t->t, root, comm)
+        rc = v ? MPI_Gatherv(sb, n, t->t, vbig, counts, displs, t->t, root, comm)
                : MPI_Gather(sb, n, t->t, dbig, c, t->t, root, comm);
     } else {
         void *rb = inplace ? MPI_IN_PLACE : dsmall;
-        rc = v ? MPI_Scatterv(dbig, counts, displs, t->t, rb, n, t->t, root, comm)
+        rc = v ? MPI_Scatterv(vbig, counts, displs, t->t, rb, n, t->t, root, comm)
                : MPI_Scatter(dbig, c, t->t, rb, n, t->t, root, comm);
     }
     if (at_root) {
@@ -200,10 +226,10 @@ static bool rooted_one(MPI_Comm comm, const char *cname, bool gath, bool v, cons
     }
     ok = ok && small[mine] == 0xa5;
     if (!ok) {
-        printf("FAILED on rank %d: %s%s on %s: pattern %d, layout %d, count %d x %s, root %d%s "
+        printf("FAILED on rank %d: %s%s on %s: pattern %d, layout %d, count %d x %s, root %d%s%s "
                "(rc %d)\n",
                rank, gath ? "gather" : "scatter", v ? "v" : "", cname, pattern, layout, c, t->name,
-               root, inplace ? ", in place" : "", rc);
+               root, inplace ? ", in place" : "", shift != 0 ? ", negative displacements" : "", rc);
         fflush(stdout);
     }
     free(big);
@@ -231,8 +257,8 @@ void rooted_checks(MPI_Comm comm, const char *cname, bool quick)
                 }
                 for (int inplace = 0; inplace < 2; ++inplace, ++salt) {
                     const vtype_t *t = &vtypes[cs[c] > 10000 ? salt % 2 : salt % 3];
-                    ok &=
-                        rooted_one(comm, cname, g == 0, false, t, 0, 0, cs[c], root, inplace, salt);
+                    ok &= rooted_one(comm, cname, g == 0, false, t, 0, 0, cs[c], root, inplace,
+                                     false, salt);
                 }
             }
         }
@@ -245,8 +271,13 @@ void rooted_checks(MPI_Comm comm, const char *cname, bool quick)
                     }
                     const vtype_t *t = &vtypes[cs[c] > 10000 ? salt % 2 : salt % 3];
                     ok &= rooted_one(comm, cname, g == 0, true, t, pattern, (root + c) % 2, cs[c],
-                                     root, (salt / 2) % 2, salt);
+                                     root, (salt / 2) % 2, false, salt);
                 }
+            }
+            /* negative displacements at the root (MPI allows them) */
+            for (int root = 0; root < csize; ++root, ++salt) {
+                ok &= rooted_one(comm, cname, g == 0, true, &vtypes[salt % 3], pattern, root % 2,
+                                 13, root, (salt / 2) % 2, true, salt);
             }
         }
         snprintf(what, sizeof(what), "%s and %sv on %s", g == 0 ? "gather" : "scatter",
