@@ -99,10 +99,6 @@ class Rd {
 
     uint64_t key(int step) const { return eng_.key((uint32_t)step, 0, 0); }
 
-    /* Whether this rank is the higher of round j's pair (it reduces the received vector
-     * into a copy of its own: see Results). */
-    bool higher(int j) const { return r_ > rd_partner(r_, n_, j); }
-
     /* The scratch vectors the rotation receives into, before any traffic (a rank that
      * cannot have them fails before its peers wait for it), and the one a higher rank
      * receives into. */
@@ -112,10 +108,10 @@ class Rd {
          * rotation visits 0, 1, 2 downwards (backwards) or 1, 2, 0 upwards. */
         const int rotation =
             backwards_ ? (reductions_ < 3 ? reductions_ - 1 : 2) : (reductions_ < 2 ? 1 : 2);
-        bool theirs = false;
-        for (int j = 0; j < rounds_ && !theirs; ++j) {
-            theirs = higher(j);
-        }
+        /* Round j pairs vranks differing in bit j, and real ranks keep the vranks' order:
+         * this rank is the higher of some round's pair (it receives into its own vector,
+         * see Results) unless its vrank is 0. */
+        const bool theirs = rd_vrank(r_, n_) > 0;
         const int need = rotation + (theirs ? 1 : 0);
         const size_t stride = (bytes_ + 63) / 64 * 64;
         char *s = need == 0 ? nullptr : static_cast<char *>(scratch.reserve(stride * (size_t)need));
@@ -180,7 +176,7 @@ class Rd {
             if (last_send[t] >= 0 && (st = eng_.wait((size_t)last_send[t])) != DR_OK) {
                 return st;
             }
-            const bool hi = higher(j);
+            const bool hi = r_ > q; /* the higher of the pair: see Results */
             char *into = buf_[hi ? kBufTheirs : t];
             /* The send first: the partner waits for it, and posting our receive (which
              * only has to be in place before we next drive the transport) is time the
