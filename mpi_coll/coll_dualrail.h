@@ -290,6 +290,28 @@ void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_comm
  * synchronously on the buffer's device: bcast and allgather stage whole messages. */
 dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, const void *dev_ptr,
                                     char *err, size_t errlen);
+/*
+ * A non-blocking collective's device buffers, staged whole through host memory
+ * (coll_dualrail_gpu.c): what the call reads copied to host memory when it starts, the
+ * result copied to the device when it completes; its task runs on the host copies.
+ */
+typedef struct mca_coll_dualrail_nb_staging_t {
+    void *host_s, *host_r; /* malloc'ed host copies; NULL where that buffer is host memory */
+    void *dev_r;           /* the device receive buffer the result goes to, or NULL */
+    size_t out_bytes;      /* the result's bytes, from host_r's start */
+} mca_coll_dualrail_nb_staging_t;
+/* Replace *sendbuf (s_bytes; NULL: in place or nothing) and *recvbuf (r_bytes) by host
+ * copies where they are device memory: the send buffer copied whole, the receive buffer's
+ * first in_bytes (what the call reads there: in place, a bcast's root), out_bytes of it
+ * copied back by nb_stage_out. On failure nothing is left allocated (*s is zeroed). */
+dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, const void **sendbuf,
+                                          size_t s_bytes, void **recvbuf, size_t r_bytes,
+                                          size_t in_bytes, size_t out_bytes, char *err,
+                                          size_t errlen);
+/* The result to the device (st: the call's outcome; nothing is copied after a failure), then
+ * the host copies freed; the outcome, or the copy's failure. */
+dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr_status_t st,
+                                           char *err, size_t errlen);
 /* Report a failed call (one line naming the collective and communicator); its MPI error. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err);

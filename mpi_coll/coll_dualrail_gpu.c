@@ -13,6 +13,10 @@
  */
 #include "coll_dualrail.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
 #include "opal/util/output.h"
@@ -127,6 +131,63 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
         m->staging_fallbacks = fallbacks;
     }
     return OMPI_SUCCESS;
+}
+
+/*
+ * Non-blocking collectives: whole messages, as the blocking forms other than allreduce stage
+ * them (the staged ring pipeline waits inside its schedule and has no task form). Each rank
+ * decides for its own buffers only (the wire schedule is the same whatever a rank's buffers
+ * are), so ranks with device and with host buffers meet in one call.
+ */
+dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, const void **sendbuf,
+                                          size_t s_bytes, void **recvbuf, size_t r_bytes,
+                                          size_t in_bytes, size_t out_bytes, char *err,
+                                          size_t errlen)
+{
+    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
+    dr_status_t st = DR_OK;
+    memset(s, 0, sizeof(*s));
+    if (*sendbuf != NULL && s_bytes != 0 && dr_buffers_on_device(mem, *sendbuf, NULL)) {
+        if ((s->host_s = malloc(s_bytes)) == NULL) {
+            snprintf(err, errlen, "no host memory to stage %zu bytes", s_bytes);
+            return DR_ERR_NO_MEMORY;
+        }
+        st = mca_coll_dualrail_stage(s->host_s, *sendbuf, s_bytes, *sendbuf, err, errlen);
+    }
+    if (st == DR_OK && *recvbuf != NULL && r_bytes != 0 &&
+        dr_buffers_on_device(mem, NULL, *recvbuf)) {
+        if ((s->host_r = malloc(r_bytes)) == NULL) {
+            snprintf(err, errlen, "no host memory to stage %zu bytes", r_bytes);
+            st = DR_ERR_NO_MEMORY;
+        } else {
+            st = mca_coll_dualrail_stage(s->host_r, *recvbuf, in_bytes, *recvbuf, err, errlen);
+            s->dev_r = *recvbuf;
+            s->out_bytes = out_bytes;
+        }
+    }
+    if (st != DR_OK) {
+        (void)mca_coll_dualrail_nb_stage_out(s, st, err, errlen);
+        return st;
+    }
+    if (s->host_s != NULL) {
+        *sendbuf = s->host_s;
+    }
+    if (s->host_r != NULL) {
+        *recvbuf = s->host_r;
+    }
+    return DR_OK;
+}
+
+dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr_status_t st,
+                                           char *err, size_t errlen)
+{
+    if (st == DR_OK && s->dev_r != NULL) {
+        st = mca_coll_dualrail_stage(s->dev_r, s->host_r, s->out_bytes, s->dev_r, err, errlen);
+    }
+    free(s->host_s);
+    free(s->host_r);
+    memset(s, 0, sizeof(*s));
+    return st;
 }
 
 void mca_coll_dualrail_gpu_module_fini(mca_coll_dualrail_module_t *m)

@@ -3,7 +3,7 @@
  * MPI_Iallgather, MPI_Ibarrier, MPI_Ireduce_scatter_block, MPI_Ialltoall
  * (MPI_IN_PLACE where the blocking form takes it). Each call is checked as its blocking form
  * (the same fallbacks, to the previous module's non-blocking entry, before
- * any data moves; device buffers go there too), then started as a task of
+ * any data moves), then started as a task of
  * the algorithm layer (dr_coll_nb.h) that runs the blocking schedule and
  * yields at every wait. The tasks advance from the progress callback
  * registered with opal_progress, so MPI_Test, MPI_Wait and any other MPI call
@@ -47,6 +47,7 @@ typedef struct mca_coll_dualrail_request_t {
     const char *what;                    /* "MPI_Iallreduce": how a failure names it */
     mca_coll_dualrail_reduce_ctx_t rctx; /* the reduction's op and datatype (iallreduce,
                                           * ireduce_scatter_block): read until completion */
+    mca_coll_dualrail_nb_staging_t staging; /* device buffers' host copies (coll_dualrail_gpu.c) */
 } mca_coll_dualrail_request_t;
 
 OBJ_CLASS_INSTANCE(mca_coll_dualrail_request_t, ompi_request_t, NULL, NULL);
@@ -292,10 +293,20 @@ static int request_cancel(ompi_request_t *r, int complete)
     return MPI_ERR_REQUEST; /* MPI: a collective cannot be cancelled */
 }
 
-/* From dr_nb_progress, outside its lock: the status first, then completion. */
+/* From dr_nb_progress, outside its lock (the caller's thread or the progress thread): a
+ * device receive buffer's result copied in, the status, then completion. */
 static void request_done(void *arg, dr_status_t st, const char *err)
 {
     mca_coll_dualrail_request_t *req = arg;
+    char serr[256];
+    if (req->staging.host_s != NULL || req->staging.host_r != NULL) {
+        const dr_status_t ss =
+            mca_coll_dualrail_nb_stage_out(&req->staging, st, serr, sizeof(serr));
+        if (st == DR_OK && ss != DR_OK) {
+            st = ss;
+            err = serr;
+        }
+    }
     req->super.req_status.MPI_ERROR =
         st == DR_OK ? MPI_SUCCESS : mca_coll_dualrail_failed(req->comm, req->what, st, err);
     ompi_request_complete(&req->super, true);
@@ -318,6 +329,7 @@ static mca_coll_dualrail_request_t *request_get(struct ompi_communicator_t *comm
     req->super.req_mpi_object.comm = comm;
     req->comm = comm;
     req->what = what;
+    memset(&req->staging, 0, sizeof(req->staging));
     OBJ_RETAIN(comm);
     return req;
 }
@@ -326,6 +338,8 @@ static mca_coll_dualrail_request_t *request_get(struct ompi_communicator_t *comm
 static void request_put(mca_coll_dualrail_request_t *req)
 {
     struct ompi_communicator_t *comm = req->comm;
+    char unused[8];
+    (void)mca_coll_dualrail_nb_stage_out(&req->staging, DR_ERR_CANCELED, unused, sizeof(unused));
     OMPI_REQUEST_FINI(&req->super);
     opal_free_list_return(&mca_coll_dualrail_component.nb_requests, (opal_free_list_item_t *)req);
     OBJ_RELEASE(comm);
@@ -339,12 +353,11 @@ static void request_put(mca_coll_dualrail_request_t *req)
  * one communicator), host buffers, and a request. These are this rank's facts only, so none
  * of them may send the call to the previous module (the other ranks would run dualrail and
  * wait for this one): a missing one fails the call with an MPI error instead. Device buffers
- * are not taken by the non-blocking collectives (yet), and the previous module would read
- * them as host memory and crash (Debian's Open MPI has no CUDA support).
+ * are this rank's fact too: they are staged (staged()), never handed over (the previous
+ * module would read them as host memory; Debian's Open MPI has no CUDA support).
  */
 static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
-                    bool taken, bool data, const void *sbuf, const void *rbuf, const char *what,
-                    mca_coll_dualrail_request_t **req)
+                    bool taken, const char *what, mca_coll_dualrail_request_t **req)
 {
     ++m->nb_calls[kind];
     *req = NULL;
@@ -358,28 +371,42 @@ static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *c
         return mca_coll_dualrail_failed(comm, what, DR_ERR_NO_MEMORY,
                                         "no memory for a non-blocking collective's request");
     }
-    if (data && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(),
-                                     sbuf == MPI_IN_PLACE ? NULL : sbuf, rbuf)) {
-        request_put(*req);
-        *req = NULL;
-        return mca_coll_dualrail_failed(comm, what, DR_ERR_INVALID,
-                                        "buffers in device memory are not supported by the "
-                                        "non-blocking collectives (use the blocking form)");
-    }
     return OMPI_SUCCESS;
+}
+
+/*
+ * A taken call's buffers, where device memory, replaced by host copies (the arguments of
+ * mca_coll_dualrail_nb_stage_in) for the call's task; the result goes to the device when the
+ * task completes (request_done). A failure here fails the call on this rank before it sends
+ * anything; its peers then wait for it until coll_dualrail_timeout, as with the blocking
+ * forms' staging (README, limitations). OMPI_SUCCESS, or the call's MPI error with req
+ * released.
+ */
+static int staged(mca_coll_dualrail_request_t *req, const void **sendbuf, size_t s_bytes,
+                  void **recvbuf, size_t r_bytes, size_t in_bytes, size_t out_bytes)
+{
+    char err[256];
+    const dr_status_t st = mca_coll_dualrail_nb_stage_in(
+        &req->staging, sendbuf, s_bytes, recvbuf, r_bytes, in_bytes, out_bytes, err, sizeof(err));
+    if (st == DR_OK) {
+        return OMPI_SUCCESS;
+    }
+    const int rc = mca_coll_dualrail_failed(req->comm, req->what, st, err);
+    request_put(req);
+    return rc;
 }
 
 /* prologue for the kinds with a block per rank (iallgather, ialltoall): the blocking forms'
  * verdict on the blocks (block_bytes, *bytes: one block) decides whether it is taken. */
 static int block_prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, int kind,
-                          const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          const void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                          const char *what, size_t *bytes, mca_coll_dualrail_request_t **req)
+                          const void *sbuf, int scount, struct ompi_datatype_t *sdtype, int rcount,
+                          struct ompi_datatype_t *rdtype, const char *what, size_t *bytes,
+                          mca_coll_dualrail_request_t **req)
 {
     *bytes = 0;
     const bool taken =
         m->active && mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, bytes);
-    return prologue(m, comm, kind, taken, *bytes != 0, sbuf, rbuf, what, req);
+    return prologue(m, comm, kind, taken, what, req);
 }
 
 /* A call handed to the previous module, before any data moved: counted, said at verbose 2. */
@@ -440,8 +467,7 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
     mca_coll_dualrail_request_t *req = NULL;
 
     const bool taken = m->active && count >= 0 && mca_coll_dualrail_op_supported(op, dtype, &elem);
-    const int rc =
-        prologue(m, comm, DR_KIND_ALLREDUCE, taken, count != 0, sbuf, rbuf, "MPI_Iallreduce", &req);
+    const int rc = prologue(m, comm, DR_KIND_ALLREDUCE, taken, "MPI_Iallreduce", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -468,6 +494,12 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
         .segment_size = cm->segment_size,
         .timeout = cm->op_timeout,
     };
+    const size_t bytes = a.count * elem;
+    /* in place, recvbuf is the input too */
+    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, bytes, a.sendbuf ? 0 : bytes, bytes);
+    if (sr != OMPI_SUCCESS) {
+        return sr;
+    }
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: iallreduce on %s: %d x %s, %s, algorithm %d",
                      cm->world_rank, comm->c_name, count, dtype->name, op->o_name,
                      dr_allreduce_choose(&a));
@@ -498,8 +530,7 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
 
     const bool taken =
         m->active && count >= 0 && mca_coll_dualrail_dtype_bytes(dtype, (size_t)count, &bytes);
-    const int rc =
-        prologue(m, comm, DR_KIND_BCAST, taken, bytes != 0, NULL, buff, "MPI_Ibcast", &req);
+    const int rc = prologue(m, comm, DR_KIND_BCAST, taken, "MPI_Ibcast", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -515,6 +546,12 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
     a.root = root;
     a.algorithm = cm->bcast_algorithm;
     a.small_max_bytes = cm->bcast_small_max_bytes;
+    const bool is_root = a.rank == root;
+    const int sr =
+        staged(req, &a.sendbuf, 0, &a.recvbuf, bytes, is_root ? bytes : 0, is_root ? 0 : bytes);
+    if (sr != OMPI_SUCCESS) {
+        return sr;
+    }
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ibcast on %s: %d x %s from root %d, algorithm %d",
                      cm->world_rank, comm->c_name, count, dtype->name, root, dr_bcast_choose(&a));
     return start_coll(m, req, DR_KIND_BCAST, &a, request);
@@ -531,8 +568,8 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     size_t bytes = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
-    const int rc = block_prologue(m, comm, DR_KIND_ALLGATHER, sbuf, scount, sdtype, rbuf, rcount,
-                                  rdtype, "MPI_Iallgather", &bytes, &req);
+    const int rc = block_prologue(m, comm, DR_KIND_ALLGATHER, sbuf, scount, sdtype, rcount, rdtype,
+                                  "MPI_Iallgather", &bytes, &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -551,6 +588,12 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
         a.algorithm = DR_ALLGATHER_BRUCK; /* as the blocking allgather */
     }
     a.small_max_bytes = cm->allgather_small_max_bytes;
+    const size_t total = bytes * (size_t)a.size;
+    /* in place, this rank's block is read from recvbuf (the whole of it is copied) */
+    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, total, inplace ? total : 0, total);
+    if (sr != OMPI_SUCCESS) {
+        return sr;
+    }
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: iallgather on %s: %d x %s%s, algorithm %d",
                      cm->world_rank, comm->c_name, rcount, rdtype->name, inplace ? " in place" : "",
                      dr_allgather_choose(&a));
@@ -563,8 +606,7 @@ int mca_coll_dualrail_ibarrier(struct ompi_communicator_t *comm, ompi_request_t 
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_request_t *req = NULL;
 
-    const int rc =
-        prologue(m, comm, DR_KIND_BARRIER, m->active, false, NULL, NULL, "MPI_Ibarrier", &req);
+    const int rc = prologue(m, comm, DR_KIND_BARRIER, m->active, "MPI_Ibarrier", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -596,8 +638,8 @@ int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rc
     mca_coll_dualrail_request_t *req = NULL;
 
     const bool taken = m->active && rcount >= 0 && mca_coll_dualrail_op_supported(op, dtype, &elem);
-    const int rc = prologue(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, taken, rcount != 0, sbuf, rbuf,
-                            "MPI_Ireduce_scatter_block", &req);
+    const int rc =
+        prologue(m, comm, DR_KIND_REDUCE_SCATTER_BLOCK, taken, "MPI_Ireduce_scatter_block", &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -610,6 +652,14 @@ int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rc
     mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
     mca_coll_dualrail_reduce_scatter_block_args(m, comm, sbuf, rbuf, rcount, elem, op, dtype,
                                                 &req->rctx, &a, &unused);
+    /* the input: n blocks in sendbuf, or in place in recvbuf; the result: one block */
+    const size_t total = a.bytes * (size_t)a.size;
+    const bool inplace = a.sendbuf == NULL;
+    const int sr = staged(req, &a.sendbuf, total, &a.recvbuf, inplace ? total : a.bytes,
+                          inplace ? total : 0, a.bytes);
+    if (sr != OMPI_SUCCESS) {
+        return sr;
+    }
     DUALRAIL_VERBOSE(2,
                      "coll/dualrail: rank %d: ireduce_scatter_block on %s: %d x %s, %s%s, "
                      "algorithm %d",
@@ -633,8 +683,8 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
     size_t bytes = 0;
     mca_coll_dualrail_request_t *req = NULL;
 
-    const int rc = block_prologue(m, comm, DR_KIND_ALLTOALL, sbuf, scount, sdtype, rbuf, rcount,
-                                  rdtype, "MPI_Ialltoall", &bytes, &req);
+    const int rc = block_prologue(m, comm, DR_KIND_ALLTOALL, sbuf, scount, sdtype, rcount, rdtype,
+                                  "MPI_Ialltoall", &bytes, &req);
     if (rc != OMPI_SUCCESS) {
         return rc;
     }
@@ -646,6 +696,12 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
     dr_alltoall_args_t a;
     mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
     mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &unused);
+    const size_t total = bytes * (size_t)a.c.size;
+    const int sr = staged(req, &a.c.sendbuf, total, &a.c.recvbuf, total,
+                          a.c.sendbuf == NULL ? total : 0, total);
+    if (sr != OMPI_SUCCESS) {
+        return sr;
+    }
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: ialltoall on %s: %d x %s%s, algorithm %d",
                      cm->world_rank, comm->c_name, rcount, rdtype->name,
                      sbuf == MPI_IN_PLACE ? " in place" : "", dr_alltoall_choose(&a));

@@ -42,41 +42,11 @@
 #include <string.h>
 
 #include "agree.h"
-#include "gpu/dr_gpu.h"
+#include "standin_buffers.h"
 
 static int rank, size;
 static long passed, failed;
-static const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
-static void *dev_stream;
 static uint64_t seed = 20261201;
-
-static void *to_dev(void *host, size_t bytes)
-{
-    void *d = NULL;
-    if (dev_mem == NULL) {
-        return host;
-    }
-    if (dev_mem->device_alloc(&d, bytes == 0 ? 1 : bytes) != DR_OK ||
-        dev_mem->copy_async(d, host, bytes, dev_stream) != DR_OK ||
-        dev_mem->stream_sync(dev_stream) != DR_OK) {
-        fprintf(stderr, "alltoall_check: stand-in: %s\n", dev_mem->last_error());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return d;
-}
-
-static void from_dev(void *host, void *dev, size_t bytes)
-{
-    if (dev == host) {
-        return;
-    }
-    if (dev_mem->copy_async(host, dev, bytes, dev_stream) != DR_OK ||
-        dev_mem->stream_sync(dev_stream) != DR_OK) {
-        fprintf(stderr, "alltoall_check: stand-in: %s\n", dev_mem->last_error());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    dev_mem->device_free(dev);
-}
 
 typedef struct tinfo {
     MPI_Datatype t;
@@ -429,11 +399,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 0);
         } else if (strcmp(argv[i], "--device") == 0) {
-            dev_mem = dr_mem_standin();
-            if (dev_mem->stream_create(&dev_stream) != DR_OK) {
-                fprintf(stderr, "alltoall_check: stand-in stream: %s\n", dev_mem->last_error());
-                MPI_Abort(MPI_COMM_WORLD, 2);
-            }
+            standin_open("alltoall_check");
         }
     }
     if (rank == 0) {
@@ -463,9 +429,7 @@ int main(int argc, char **argv)
         }
         printf("%ld passed, %ld failed\n", passed, failed);
     }
-    if (dev_stream != NULL) {
-        dev_mem->stream_destroy(dev_stream);
-    }
+    standin_close();
     MPI_Finalize();
     return failed == 0 ? 0 : 1;
 }

@@ -51,39 +51,6 @@ int rank, size;
 bool no_stock_op_bugs;
 bool light;
 static long passed, failed;
-const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
-static void *dev_stream;
-
-/* A device copy of host (bytes), or host itself without --device. */
-void *to_dev(void *host, size_t bytes)
-{
-    void *d = NULL;
-    if (dev_mem == NULL) {
-        return host;
-    }
-    if (dev_mem->device_alloc(&d, bytes == 0 ? 1 : bytes) != DR_OK ||
-        dev_mem->copy_async(d, host, bytes, dev_stream) != DR_OK ||
-        dev_mem->stream_sync(dev_stream) != DR_OK) {
-        fprintf(stderr, "coll_check: stand-in: %s\n", dev_mem->last_error());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return d;
-}
-
-/* Copy a device buffer back into host and free it (nothing without --device). */
-void from_dev(void *host, void *dev, size_t bytes)
-{
-    if (dev == host) {
-        return;
-    }
-    if (dev_mem->copy_async(host, dev, bytes, dev_stream) != DR_OK ||
-        dev_mem->stream_sync(dev_stream) != DR_OK) {
-        fprintf(stderr, "coll_check: stand-in: %s\n", dev_mem->last_error());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    dev_mem->device_free(dev);
-}
-
 typedef struct tinfo {
     MPI_Datatype t;
     const char *name;
@@ -336,11 +303,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--light") == 0) {
             light = true;
         } else if (strcmp(argv[i], "--device") == 0) {
-            dev_mem = dr_mem_standin();
-            if (dev_mem->stream_create(&dev_stream) != DR_OK) {
-                fprintf(stderr, "coll_check: stand-in stream: %s\n", dev_mem->last_error());
-                MPI_Abort(MPI_COMM_WORLD, 2);
-            }
+            standin_open("coll_check");
         }
     }
     const size_t counts[] = {0, 1, 7, 13, 1009, 70001};
@@ -383,9 +346,7 @@ int main(int argc, char **argv)
         }
         printf("%ld passed, %ld failed\n", passed, failed);
     }
-    if (dev_stream != NULL) {
-        dev_mem->stream_destroy(dev_stream);
-    }
+    standin_close();
     MPI_Finalize();
     return failed == 0 ? 0 : 1;
 }

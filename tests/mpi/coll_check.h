@@ -10,10 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gpu/dr_gpu.h"
+#include "standin_buffers.h"
 
 extern int rank, size;
-extern const dr_mem_ops_t *dev_mem; /* --device: the stand-in; NULL: host buffers */
 /* --no-stock-op-bugs: the previous module reduces; skip the pairs Open MPI 4.1.4 gets wrong */
 extern bool no_stock_op_bugs;
 /* --light: fewer cases of the reductions, allgatherv and gather/scatter (runs where the
@@ -22,10 +21,6 @@ extern bool light;
 
 /* All ranks of MPI_COMM_WORLD agree on ok, by point-to-point messages only. */
 void note(bool ok, const char *what);
-/* A device copy of host (bytes), or host itself without --device. */
-void *to_dev(void *host, size_t bytes);
-/* Copy a device buffer back into host and free it (nothing without --device). */
-void from_dev(void *host, void *dev, size_t bytes);
 
 /* coll_check_reduce.c: every reducing collective on comm (a communicator of
  * MPI_COMM_WORLD's ranks; cname names it); quick leaves the largest counts out. */

@@ -30,6 +30,14 @@
  *     with a user-defined op and MPI_Ialltoall with a derived datatype (what
  *     the blocking forms hand to the previous module) beside MPI_Ibarrier,
  *     outstanding together, exact (run_nb.sh checks they were handed over);
+ *   - --device (run with coll_dualrail_gpu_standin 1): the buffers handed to
+ *     MPI are device memory of the host stand-in for a GPU (it faults on a CPU
+ *     access) where a per-op placement says so: send, receive, both or
+ *     neither, differing between the ranks of one call; device_kinds() runs
+ *     every kind that way in place and not at four counts, and the mixed
+ *     rounds (6 of them) draw the placement; the results are copied back and
+ *     checked as above. With --progress-thread too, the 2.4 MB allreduce's
+ *     buffers are on the device (its result is copied there by the thread);
  *   - --progress-thread (run with coll_dualrail_progress_thread 1): an
  *     MPI_Iallreduce of 2.4 MB started, then 3 s of computation without any MPI
  *     call: the first MPI_Test after it finds it complete (the progress thread
@@ -45,6 +53,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "standin_buffers.h"
 
 #define NREQ 8
 #define MAXC 300000
@@ -81,9 +91,35 @@ typedef struct {
     int kind;     /* K_* */
     size_t count; /* per rank: the block of allgather, reduce_scatter_block, alltoall */
     int root;
-    int inplace; /* K_RSB, K_ALLTOALL: MPI_IN_PLACE */
+    int inplace; /* every kind but bcast and barrier: MPI_IN_PLACE */
+    int place;   /* --device: bit 0, the send buffer in (stand-in) device memory; bit 1, recv */
     int64_t *buf, *in;
+    void *dbuf, *din; /* their device copies, which MPI gets (NULL: MPI gets buf, in) */
 } op_t;
+
+/* The buffers MPI gets: the device copies where o->place asks for them (made from buf and
+ * in as start() filled them; sized for the largest use, count x n elements). */
+static void place(op_t *o, int n)
+{
+    const size_t bytes = sizeof(int64_t) * o->count * (size_t)n;
+    o->din = dev_mem != NULL && (o->place & 1) ? to_dev(o->in, bytes) : NULL;
+    o->dbuf = dev_mem != NULL && (o->place & 2) ? to_dev(o->buf, bytes) : NULL;
+}
+#define IN(o)  ((o)->din != NULL ? (o)->din : (void *)(o)->in)
+#define BUF(o) ((o)->dbuf != NULL ? (o)->dbuf : (void *)(o)->buf)
+
+/* After completion: the device copies back into buf and in (checked there), freed. */
+static void unplace(op_t *o, int n)
+{
+    const size_t bytes = sizeof(int64_t) * o->count * (size_t)n;
+    if (o->din != NULL) {
+        from_dev(o->in, o->din, bytes);
+    }
+    if (o->dbuf != NULL) {
+        from_dev(o->buf, o->dbuf, bytes);
+    }
+    o->din = o->dbuf = NULL;
+}
 
 /* What the block kinds are called with: MPI_SUM and MPI_INT64_T on dualrail; a user-defined
  * op and a derived type (two int64 per element) for the calls the previous module serves. */
@@ -107,21 +143,30 @@ static void start(op_t *o, int round, int i, MPI_Comm comm, MPI_Request *req)
     switch (o->kind) {
     case K_ALLREDUCE:
         for (size_t k = 0; k < o->count; ++k) {
-            o->in[k] = value(round, i, r, k);
+            (o->inplace ? o->buf : o->in)[k] = value(round, i, r, k);
         }
-        MPI_Iallreduce(o->in, o->buf, c, MPI_INT64_T, MPI_SUM, comm, req);
+        place(o, n);
+        MPI_Iallreduce(o->inplace ? MPI_IN_PLACE : IN(o), BUF(o), c, MPI_INT64_T, MPI_SUM, comm,
+                       req);
         break;
     case K_BCAST:
         for (size_t k = 0; k < o->count; ++k) {
             o->buf[k] = r == o->root ? value(round, i, o->root, k) : -1;
         }
-        MPI_Ibcast(o->buf, c, MPI_INT64_T, o->root, comm, req);
+        place(o, n);
+        MPI_Ibcast(BUF(o), c, MPI_INT64_T, o->root, comm, req);
         break;
     case K_ALLGATHER:
-        for (size_t k = 0; k < o->count; ++k) {
-            o->in[k] = value(round, i, r, k);
+        /* in place: this rank's block at its place in buf, the others' garbage there */
+        for (size_t k = 0; k < o->count * (size_t)n; ++k) {
+            o->buf[k] = -1;
         }
-        MPI_Iallgather(o->in, c, MPI_INT64_T, o->buf, c, MPI_INT64_T, comm, req);
+        for (size_t k = 0; k < o->count; ++k) {
+            (o->inplace ? o->buf + (size_t)r * o->count : o->in)[k] = value(round, i, r, k);
+        }
+        place(o, n);
+        MPI_Iallgather(o->inplace ? MPI_IN_PLACE : IN(o), c, MPI_INT64_T, BUF(o), c, MPI_INT64_T,
+                       comm, req);
         break;
     case K_RSB:
     case K_ALLTOALL: {
@@ -134,11 +179,12 @@ static void start(op_t *o, int round, int i, MPI_Comm comm, MPI_Request *req)
         if (!o->inplace) {
             memset(o->buf, 0xa5, sizeof(int64_t) * o->count * (size_t)n);
         }
-        const void *send = o->inplace ? MPI_IN_PLACE : o->in;
+        place(o, n);
+        const void *send = o->inplace ? MPI_IN_PLACE : IN(o);
         if (o->kind == K_RSB) {
-            MPI_Ireduce_scatter_block(send, o->buf, c, MPI_INT64_T, rsb_op, comm, req);
+            MPI_Ireduce_scatter_block(send, BUF(o), c, MPI_INT64_T, rsb_op, comm, req);
         } else {
-            MPI_Ialltoall(send, c / a2a_per, a2a_type, o->buf, c / a2a_per, a2a_type, comm, req);
+            MPI_Ialltoall(send, c / a2a_per, a2a_type, BUF(o), c / a2a_per, a2a_type, comm, req);
         }
         break;
     }
@@ -152,6 +198,7 @@ static void verify(op_t *o, int round, int i, MPI_Comm comm)
 {
     int n;
     MPI_Comm_size(comm, &n);
+    unplace(o, n);
     int ok = 1;
     switch (o->kind) {
     case K_ALLREDUCE:
@@ -242,6 +289,42 @@ static void block_kinds(op_t *ops, MPI_Comm comm)
     }
 }
 
+/*
+ * --device: the five data kinds with stand-in device buffers at counts 1, 97, 4099 and 70001
+ * (per rank for the block kinds), in place and not, with an ibarrier, all six outstanding
+ * together. Where the buffers lie differs per rank and call (send on the device, receive on
+ * the device, both, neither, rotating with the rank): in one call some ranks pass device and
+ * others host buffers, as each rank's staging is its own. Rounds 800.. .
+ */
+static void device_kinds(op_t *ops, MPI_Comm comm)
+{
+    static const size_t counts[] = {1, 97, 4099, 70001};
+    int round = 800;
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+        for (int inplace = 0; inplace < 2; ++inplace) {
+            MPI_Request req[K_KINDS];
+            for (int k = 0; k < K_KINDS; ++k) {
+                op_t *o = &ops[k];
+                o->kind = k;
+                o->count = counts[c];
+                o->root = (round + k) % size;
+                o->inplace = inplace;
+                o->place = (rank + k + (int)c + inplace) % 4;
+                while (o->count * (size_t)size > MAXC) {
+                    o->count /= 2;
+                }
+                start(o, round, k, comm, &req[k]);
+            }
+            check(MPI_Waitall(K_KINDS, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS,
+                  "MPI_Waitall (device buffers)", round, 0);
+            for (int k = 0; k < K_KINDS; ++k) {
+                verify(&ops[k], round, k, comm);
+            }
+            ++round;
+        }
+    }
+}
+
 static void user_sum(void *in, void *inout, int *len, MPI_Datatype *type)
 {
     (void)type;
@@ -269,6 +352,7 @@ static void fallbacks(op_t *ops, MPI_Comm fb)
         ops[i].kind = i % 3 == 0 ? K_RSB : i % 3 == 1 ? K_ALLTOALL : K_BARRIER;
         ops[i].count = i < 3 ? 1000 : 2;
         ops[i].inplace = 0;
+        ops[i].place = 0; /* the previous module reads host memory only */
         start(&ops[i], 700, i, fb, &req[i]);
     }
     check(MPI_Waitall(6, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS, "MPI_Waitall (fallbacks)", 700,
@@ -319,6 +403,7 @@ int main(int argc, char **argv)
     MPI_Comm_dup(MPI_COMM_WORLD, &fb);
     MPI_Comm_set_name(fb, "fallback");
     op_t ops[NREQ];
+    memset(ops, 0, sizeof(ops));
     for (int i = 0; i < NREQ; ++i) {
         ops[i].buf = malloc(sizeof(int64_t) * MAXC * (size_t)size);
         ops[i].in = malloc(sizeof(int64_t) * MAXC * (size_t)size);
@@ -332,12 +417,20 @@ int main(int argc, char **argv)
             rounds = 3;
         } else if (strcmp(argv[a], "--any-order") == 0) {
             any_order = 1;
+        } else if (strcmp(argv[a], "--device") == 0) {
+            standin_open("nb_check");
+            rounds = 6;
         } else {
             rounds = atoi(argv[a]);
         }
     }
-    block_kinds(ops, MPI_COMM_WORLD);
-    block_kinds(ops, rev);
+    if (dev_mem != NULL) {
+        device_kinds(ops, MPI_COMM_WORLD);
+        device_kinds(ops, rev);
+    } else {
+        block_kinds(ops, MPI_COMM_WORLD);
+        block_kinds(ops, rev);
+    }
     unsigned turn[2] = {0, 0};
     for (int round = 0; round < rounds; ++round) {
         const int method = round % 4;
@@ -351,6 +444,7 @@ int main(int argc, char **argv)
             ops[i].count = counts[draw() % 7];
             ops[i].root = (int)(draw() % (uint64_t)size);
             ops[i].inplace = (int)(draw() % 2);
+            ops[i].place = (int)(draw() % 4); /* --device only */
             /* the per-rank block kinds: n blocks must fit the buffers' MAXC per rank */
             const int per_rank =
                 ops[i].kind == K_ALLGATHER || ops[i].kind == K_RSB || ops[i].kind == K_ALLTOALL;
@@ -427,6 +521,7 @@ int main(int argc, char **argv)
         op_t *o = &ops[0];
         o->kind = K_ALLREDUCE;
         o->count = MAXC;
+        o->inplace = 0;
         MPI_Request req;
         int token = 0;
         if (rank > 0) {
@@ -453,6 +548,8 @@ int main(int argc, char **argv)
         op_t *o = &ops[0];
         o->kind = K_ALLREDUCE;
         o->count = MAXC; /* 2.4 MB */
+        o->inplace = 0;
+        o->place = 3; /* --device: the result goes to the device from the progress thread */
         MPI_Request req;
         MPI_Barrier(MPI_COMM_WORLD);
         start(o, 998, 0, MPI_COMM_WORLD, &req);
@@ -473,6 +570,7 @@ int main(int argc, char **argv)
     }
     MPI_Comm_free(&rev);
     MPI_Comm_free(&fb);
+    standin_close();
     pthread_cancel(dog);
     MPI_Finalize();
     return rank == 0 && all[1] != 0 ? 1 : 0;

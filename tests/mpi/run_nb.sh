@@ -11,8 +11,10 @@
 # of the two block kinds with those 2 handed over each.
 # --off KIND (with the MCA switch that turns KIND's blocking form off): KIND is
 # not taken by dualrail at all (no counter line on any rank), and the check
-# still passes, on the next component.
-#   run_nb.sh BINARY NP [--mca NAME VALUE | --off KIND]... [-- nb_check args...]
+# still passes, on the next component. --device runs the component with the
+# host stand-in as its GPU (coll_dualrail_gpu_standin; pass --device to
+# nb_check too).
+#   run_nb.sh BINARY NP [--mca NAME VALUE | --off KIND | --device]... [-- nb_check args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
 mca=() off=" "
@@ -20,6 +22,7 @@ while :; do
   case ${1:-} in
     --mca) mca+=(--mca "$2" "$3"); shift 3 ;;
     --off) off+="$2 "; shift 2 ;;
+    --device) mca+=(--mca coll_dualrail_gpu_standin 1); shift ;;
     *) break ;;
   esac
 done
