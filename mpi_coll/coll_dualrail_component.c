@@ -311,7 +311,9 @@ static int dualrail_register(void)
     reg("progress_thread", "A progress thread per process advances the non-blocking collectives "
         "while the application computes without calling MPI (it sleeps on the planes' event "
         "descriptors, or idles when none is outstanding; the transport then takes a lock per "
-        "call, as under MPI_THREAD_MULTIPLE). 0 (default): they advance inside MPI calls only",
+        "call, as under MPI_THREAD_MULTIPLE; below MPI_THREAD_MULTIPLE the application's next "
+        "MPI call completes the requests it finished). 0 (default): they advance inside MPI "
+        "calls only",
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->progress_thread);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "

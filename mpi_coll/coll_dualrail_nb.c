@@ -48,6 +48,7 @@ typedef struct mca_coll_dualrail_request_t {
     mca_coll_dualrail_reduce_ctx_t rctx; /* the reduction's op and datatype (iallreduce,
                                           * ireduce_scatter_block): read until completion */
     mca_coll_dualrail_nb_staging_t staging; /* device buffers' host copies (coll_dualrail_gpu.c) */
+    struct mca_coll_dualrail_request_t *deferred_next; /* in nb_deferred (request_done) */
 } mca_coll_dualrail_request_t;
 
 OBJ_CLASS_INSTANCE(mca_coll_dualrail_request_t, ompi_request_t, NULL, NULL);
@@ -74,6 +75,19 @@ static pthread_t nb_thread;
 static pthread_mutex_t nb_thread_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t nb_thread_cv = PTHREAD_COND_INITIALIZER;
 static int nb_thread_running, nb_thread_stop;
+
+/*
+ * Requests whose task the progress thread finished while the job is not MPI_THREAD_MULTIPLE.
+ * Open MPI then updates a waiter's count without atomics (wait_sync_update: two threads
+ * completing two requests of one MPI_Waitall at once can lose one, and the wait never
+ * ends), so only the application's thread completes requests: the progress thread queues
+ * them here and the next progress call (MPI_Test, MPI_Wait, any MPI call) completes them.
+ * The transfers, the reductions and a device result's copy have run by then.
+ */
+static pthread_mutex_t nb_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+static mca_coll_dualrail_request_t *nb_deferred_head, *nb_deferred_tail;
+static int nb_deferred_n;                          /* queued; read without the lock first */
+static unsigned long nb_on_thread, nb_handed_over; /* completions by the thread: done, queued */
 
 static void *nb_thread_main(void *arg)
 {
@@ -123,6 +137,27 @@ static void nb_thread_kick(void)
     }
 }
 
+/* Complete what the progress thread queued (the application's thread); how many. */
+static int nb_deferred_complete(void)
+{
+    if (__atomic_load_n(&nb_deferred_n, __ATOMIC_ACQUIRE) == 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&nb_deferred_mu);
+    mca_coll_dualrail_request_t *req = nb_deferred_head;
+    nb_deferred_head = nb_deferred_tail = NULL;
+    __atomic_store_n(&nb_deferred_n, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&nb_deferred_mu);
+    int n = 0;
+    while (req != NULL) {
+        mca_coll_dualrail_request_t *next = req->deferred_next;
+        ompi_request_complete(&req->super, true);
+        req = next;
+        ++n;
+    }
+    return n;
+}
+
 void mca_coll_dualrail_nb_close(void)
 {
     if (nb_thread_running) {
@@ -132,6 +167,15 @@ void mca_coll_dualrail_nb_close(void)
         pthread_mutex_unlock(&nb_thread_mu);
         pthread_join(nb_thread, NULL);
         nb_thread_running = 0;
+        (void)nb_deferred_complete();
+        DUALRAIL_VERBOSE(1,
+                         "coll/dualrail: rank %d: progress thread: %lu collective(s) completed "
+                         "on it, %lu handed to the application's thread%s",
+                         mca_coll_dualrail_component.world_rank, nb_on_thread, nb_handed_over,
+                         mca_coll_dualrail_component.thread_multiple
+                             ? ""
+                             : " (not MPI_THREAD_MULTIPLE: the application's thread completes "
+                               "them)");
     }
     OBJ_DESTRUCT(&mca_coll_dualrail_component.nb_requests);
     mca_coll_dualrail_component.nb_requests_ready = false;
@@ -243,8 +287,9 @@ static __thread double nb_idle_since, nb_last_call, nb_last_resume;
 
 int mca_coll_dualrail_nb_progress(int events)
 {
+    const int handed = nb_deferred_complete();
     if (dr_nb_outstanding() == 0) {
-        return 0;
+        return handed;
     }
     /* A task is resumed (two context switches, each a system call for the signal mask)
      * when the planes did something, and otherwise at most every DUALRAIL_NB_RESUME_EVERY:
@@ -256,20 +301,20 @@ int mca_coll_dualrail_nb_progress(int events)
         done = dr_nb_progress();
         nb_last_resume = now;
     }
-    if (events != 0 || done != 0 || now - nb_last_call > DUALRAIL_NB_BACK_TO_BACK) {
+    if (events != 0 || done != 0 || handed != 0 || now - nb_last_call > DUALRAIL_NB_BACK_TO_BACK) {
         nb_idle_since = now;
     }
     nb_last_call = now;
     const double idle = now - nb_idle_since;
     if (idle < DUALRAIL_SPIN_NO_YIELD_NB) {
-        return done;
+        return done + handed;
     } else if (idle < mca_coll_dualrail_component.spin_time) {
         sched_yield();
     } else {
         dr_mr_wait_event(mca_coll_dualrail_component.mr, 0.001);
         nb_last_call = MPI_Wtime();
     }
-    return done;
+    return done + handed;
 }
 
 static int request_free(ompi_request_t **r)
@@ -309,6 +354,24 @@ static void request_done(void *arg, dr_status_t st, const char *err)
     }
     req->super.req_status.MPI_ERROR =
         st == DR_OK ? MPI_SUCCESS : mca_coll_dualrail_failed(req->comm, req->what, st, err);
+    if (nb_thread_running && pthread_equal(pthread_self(), nb_thread)) {
+        if (!mca_coll_dualrail_component.thread_multiple) {
+            /* see nb_deferred_mu */
+            req->deferred_next = NULL;
+            pthread_mutex_lock(&nb_deferred_mu);
+            if (nb_deferred_tail != NULL) {
+                nb_deferred_tail->deferred_next = req;
+            } else {
+                nb_deferred_head = req;
+            }
+            nb_deferred_tail = req;
+            __atomic_add_fetch(&nb_deferred_n, 1, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&nb_deferred_mu);
+            ++nb_handed_over;
+            return;
+        }
+        ++nb_on_thread;
+    }
     ompi_request_complete(&req->super, true);
 }
 

@@ -38,6 +38,8 @@
  *     rounds (6 of them) draw the placement; the results are copied back and
  *     checked as above. With --progress-thread too, the 2.4 MB allreduce's
  *     buffers are on the device (its result is copied there by the thread);
+ *   - --multiple: MPI_Init_thread with MPI_THREAD_MULTIPLE (MPI_THREAD_SINGLE
+ *     otherwise);
  *   - --progress-thread (run with coll_dualrail_progress_thread 1): an
  *     MPI_Iallreduce of 2.4 MB started, then 3 s of computation without any MPI
  *     call: the first MPI_Test after it finds it complete (the progress thread
@@ -389,8 +391,17 @@ static void compute(double seconds)
 
 int main(int argc, char **argv)
 {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    int provided, level = MPI_THREAD_SINGLE;
+    for (int a = 1; a < argc; ++a) {
+        if (strcmp(argv[a], "--multiple") == 0) {
+            level = MPI_THREAD_MULTIPLE;
+        }
+    }
+    MPI_Init_thread(&argc, &argv, level, &provided);
+    if (provided < level) {
+        fprintf(stderr, "nb_check: MPI_THREAD_MULTIPLE asked for, %d provided\n", provided);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -417,6 +428,8 @@ int main(int argc, char **argv)
             rounds = 3;
         } else if (strcmp(argv[a], "--any-order") == 0) {
             any_order = 1;
+        } else if (strcmp(argv[a], "--multiple") == 0) {
+            continue; /* the thread level, above */
         } else if (strcmp(argv[a], "--device") == 0) {
             standin_open("nb_check");
             rounds = 6;

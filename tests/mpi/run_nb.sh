@@ -13,16 +13,20 @@
 # not taken by dualrail at all (no counter line on any rank), and the check
 # still passes, on the next component. --device runs the component with the
 # host stand-in as its GPU (coll_dualrail_gpu_standin; pass --device to
-# nb_check too).
-#   run_nb.sh BINARY NP [--mca NAME VALUE | --off KIND | --device]... [-- nb_check args...]
+# nb_check too). --thread-completes yes|no (runs with the progress thread): every
+# rank's line at finalize says the progress thread completed requests itself (yes:
+# MPI_THREAD_MULTIPLE) or none, handing them all to the application's thread (no).
+#   run_nb.sh BINARY NP [--mca NAME VALUE | --off KIND | --device | --thread-completes yes|no]...
+#             [-- nb_check args...]
 set -euo pipefail
 bin=$1 np=$2; shift 2
-mca=() off=" "
+mca=() off=" " thread_completes=
 while :; do
   case ${1:-} in
     --mca) mca+=(--mca "$2" "$3"); shift 3 ;;
     --off) off+="$2 "; shift 2 ;;
     --device) mca+=(--mca coll_dualrail_gpu_standin 1); shift ;;
+    --thread-completes) thread_completes=$2; shift 2 ;;
     *) break ;;
   esac
 done
@@ -61,4 +65,20 @@ for k in ireduce_scatter_block ialltoall; do
 done
 n=$(count "communicator fallback \(cid [0-9]+\): 2 ibarrier call\(s\), 0 handed")
 [ "$n" -eq "$np" ] || fail "fallback: ibarrier on dualrail counted on $n of $np ranks"
+if [ -n "$thread_completes" ]; then
+  # "progress thread: N collective(s) completed on it, M handed to the application's thread"
+  line="progress thread: ([0-9]+) collective\(s\) completed on it, ([0-9]+) handed"
+  n=$(count "$line")
+  [ "$n" -eq "$np" ] || fail "the progress thread's completions reported on $n of $np ranks"
+  while read -r on handed; do
+    if [ "$thread_completes" = yes ]; then
+      [ "$on" -ge 1 ] || fail "MPI_THREAD_MULTIPLE: the progress thread completed no request itself"
+    else
+      [ "$on" -eq 0 ] && [ "$handed" -ge 1 ] ||
+        fail "not MPI_THREAD_MULTIPLE: the progress thread completed $on request(s) itself" \
+          "(must be 0) and handed $handed to the application's thread (must be >= 1)"
+    fi
+  done < <(grep -Eo "$line" "$out" | sed -E "s/$line/\1 \2/")
+  echo "run_nb.sh: requests completed as the thread level allows ($thread_completes on the progress thread)"
+fi
 echo "run_nb.sh: every rank ran its non-blocking collectives on dualrail, the declined ones on the previous module"
