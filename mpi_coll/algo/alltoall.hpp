@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <string>
 
+#include "algo/alltoall_math.hpp"
 #include "algo/coll.hpp"
 #include "algo/transport.hpp"
 
@@ -44,8 +45,8 @@ enum AlltoallAlgorithm : int { kAlltoallPairwise = 1, kAlltoallBruck = 2 };
 constexpr size_t kDefaultAlltoallSmallMaxBytes = 1024;
 /* Pairwise steps in flight: enough to keep both planes busy between steps. */
 constexpr int kDefaultAlltoallWindow = 4;
-/* The pairwise steps 1 .. n - 1 must fit the key's step field below the abort step. */
-constexpr int kAlltoallMaxRanks = 4095;
+/* The pairwise steps 1 .. n - 1 must fit the key (pairwise_key_step/_block). */
+constexpr int kAlltoallMaxRanks = (int)(kPairwiseMaxSteps + 1);
 
 /* alltoallv's layout, in bytes; each array has size entries. */
 struct VLayout {

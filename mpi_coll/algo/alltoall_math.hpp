@@ -7,6 +7,7 @@
 #define DUALRAIL_ALGO_ALLTOALL_MATH_HPP
 
 #include <cstddef>
+#include <cstdint>
 
 #include "algo/ring_math.hpp"
 
@@ -27,6 +28,25 @@ inline int pairwise_to(int r, int n, int s)
 inline int pairwise_from(int r, int n, int s)
 {
     return ring_mod((long long)r - s, n);
+}
+
+/*
+ * The key fields of pairwise step s (engine.hpp's key(step, block, seg)). The step field
+ * holds 12 bits and its top value is the abort step, so the steps continue in the block
+ * field, which the pairwise exchange leaves unused otherwise: step 1 + (s - 1) mod 4094,
+ * block (s - 1) / 4094. Distinct for every s in [1, kPairwiseMaxSteps], never the abort
+ * step: communicators of up to kPairwiseMaxSteps + 1 ranks (a pair meets in one step only,
+ * so keys need only be unique per pair; distinct per step keeps them recognisable).
+ */
+constexpr uint32_t kPairwiseStepSpan = 4094;
+constexpr long long kPairwiseMaxSteps = (long long)kPairwiseStepSpan * 4096;
+inline uint32_t pairwise_key_step(int s)
+{
+    return 1 + (uint32_t)(s - 1) % kPairwiseStepSpan;
+}
+inline uint32_t pairwise_key_block(int s)
+{
+    return (uint32_t)(s - 1) / kPairwiseStepSpan;
 }
 
 /*

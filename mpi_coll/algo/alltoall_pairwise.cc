@@ -10,7 +10,8 @@
  * Accepts:  2 <= n <= kAlltoallMaxRanks; any block size (also 0 for some
  *           pairs: alltoallv's skipped pairs post nothing). Shared by
  *           alltoall (uniform blocks) and alltoallv (alltoallv_pairwise.cc).
- * Limits:   n - 1 steps in the key's step field; at most kMaxSegments
+ * Limits:   n - 1 steps in the key's step and block fields
+ *           (pairwise_key_step/_block: up to 4094 x 4096 steps); at most kMaxSegments
  *           segments per pair (a larger pair gets larger segments). No
  *           scratch: sendbuf and recvbuf must not overlap (the entries copy
  *           the data away first for MPI_IN_PLACE).
@@ -110,16 +111,17 @@ class Pairwise {
         char *rbase = l_.recv + l_.recv_off(from);
         const char *sbase = l_.send + l_.send_off(to);
         dr_status_t st;
+        const uint32_t kstep = pairwise_key_step(s), kblock = pairwise_key_block(s);
         for (int k = 0; k < rseg; ++k) {
             if ((st = eng_.irecv(
-                     base + 2 * (size_t)k, from, (uint32_t)s, eng_.key((uint32_t)s, 0, (uint32_t)k),
+                     base + 2 * (size_t)k, from, (uint32_t)s, eng_.key(kstep, kblock, (uint32_t)k),
                      rbase + even_offset(rlen, rseg, k), even_len(rlen, rseg, k))) != DR_OK) {
                 return st;
             }
         }
         for (int k = 0; k < sseg; ++k) {
             if ((st = eng_.isend(base + 2 * (size_t)k + 1, to, (uint32_t)s,
-                                 eng_.key((uint32_t)s, 0, (uint32_t)k),
+                                 eng_.key(kstep, kblock, (uint32_t)k),
                                  sbase + even_offset(slen, sseg, k), even_len(slen, sseg, k))) !=
                 DR_OK) {
                 return st;

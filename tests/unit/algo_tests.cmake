@@ -36,10 +36,12 @@ set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_
 # in place, link failures.
 add_test(NAME unit_algo_alltoall_1_8 COMMAND test_algo_alltoall 1 8)
 add_test(NAME unit_algo_alltoall_9_13 COMMAND test_algo_alltoall 9 13)
+# 4097 ranks (threads): pairwise steps past the key's step field, few pairs non-empty.
+add_test(NAME unit_algo_alltoall_4097_ranks COMMAND test_algo_alltoall many)
 # The C API of both over real ucx_mr contexts on the loopback device.
 add_test(NAME unit_algo_alltoall_mr COMMAND test_algo_alltoall_mr)
-set_tests_properties(unit_algo_alltoall_1_8 unit_algo_alltoall_9_13 unit_algo_alltoall_mr
-  PROPERTIES TIMEOUT 300 LABELS unit)
+set_tests_properties(unit_algo_alltoall_1_8 unit_algo_alltoall_9_13 unit_algo_alltoall_4097_ranks
+  unit_algo_alltoall_mr PROPERTIES TIMEOUT 300 LABELS unit)
 
 # MPI_THREAD_MULTIPLE without MPI: threads x communicators over thread-safe ucx_mr contexts,
 # entered in opposite orders; and the proof that the test catches a process-wide lock held

@@ -8,7 +8,8 @@
  * (every rank returns, the link's ends with an error naming the collective,
  * nobody hangs, a rank that reports success holds the right data).
  *
- * Arguments: [lo hi] the rank counts of the table tests (default 1 12).
+ * Arguments: [lo hi] the rank counts of the table tests (default 1 12); or "many": only
+ * alltoallv on 4097 ranks (pairwise steps past the key's step field).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@ extern "C" {
 
 #include "algo/alltoall.hpp"
 #include "algo/alltoall_math.hpp"
+#include "algo/engine.hpp"
 #include "algo/tree_math.hpp"
 #include "test_algo_rig.hpp"
 
@@ -54,6 +56,16 @@ Params params(int kind, int rank, int n, fake::FakeTransport &t)
 void test_alltoall_math(void **state)
 {
     (void)state;
+    /* pairwise keys: every step of the largest communicator its own (step, block), the step
+     * field never the abort step nor past 12 bits, the block field within 12 bits */
+    for (long long s = 1; s <= kPairwiseMaxSteps; ++s) {
+        const uint32_t ks = pairwise_key_step((int)s), kb = pairwise_key_block((int)s);
+        if (ks < 1 || ks >= kAbortStep || kb > DR_KEY_MASK_(DR_KEY_BLOCK_BITS) ||
+            (long long)kb * kPairwiseStepSpan + ks != s) {
+            fail_msg("pairwise step %lld: key step %u block %u", s, ks, kb);
+        }
+    }
+    assert_int_equal(kAlltoallMaxRanks - 1, kPairwiseMaxSteps);
     for (int n = 1; n <= 70; ++n) {
         /* pairwise: each step a permutation, every ordered pair met exactly once */
         std::vector<int> met((size_t)n * (size_t)n, 0);
@@ -455,6 +467,84 @@ void test_alltoallv_link_failure(void **state)
     check_link_failure(kKindAlltoallv, kAlgoAuto, 6, 3000, 2, 5, 30, 5);
 }
 
+/*
+ * More ranks than the key's step field has steps (4097: pairwise steps up to 4096, past the
+ * abort step 4095): alltoallv with only a few pairs non-empty (empty pairs post nothing, so
+ * the 4097 rank threads exchange 4 messages), among them steps 4095 and 4096. Before the
+ * steps continued in the block field the call was refused (at most 4095 ranks); step 4095
+ * would have been taken for the abort key and 4096 would not fit. Every rank must finish
+ * with DR_OK, the receivers with the right bytes.
+ */
+void test_alltoallv_many_ranks(void **state)
+{
+    (void)state;
+    const int n = 4097;
+    struct Pair {
+        int from, to; /* step (to - from) mod n */
+        size_t len;
+    } pairs[] = {{0, 4095, 7}, {0, 4096, 11}, {1, 0, 5}, {4096, 4094, 3}};
+    fake::Net net(n, kComm);
+    Failures fails;
+    const std::vector<size_t> zeros((size_t)n, 0);
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            Scratch scratch;
+            std::vector<size_t> sc, sd, rc, rd; /* only where this rank has a pair */
+            size_t sbytes = 0, rbytes = 0;
+            for (const Pair &pr : pairs) {
+                if (pr.from == rank || pr.to == rank) {
+                    sc.assign((size_t)n, 0), sd.assign((size_t)n, 0);
+                    rc.assign((size_t)n, 0), rd.assign((size_t)n, 0);
+                    break;
+                }
+            }
+            for (const Pair &pr : pairs) {
+                if (pr.from == rank) {
+                    sd[(size_t)pr.to] = sbytes, sc[(size_t)pr.to] = pr.len, sbytes += pr.len;
+                }
+                if (pr.to == rank) {
+                    rd[(size_t)pr.from] = rbytes, rc[(size_t)pr.from] = pr.len, rbytes += pr.len;
+                }
+            }
+            std::vector<unsigned char> send(sbytes + 1), recv(rbytes + 1, 0xa5);
+            for (const Pair &pr : pairs) {
+                for (size_t i = 0; pr.from == rank && i < pr.len; ++i) {
+                    send[sd[(size_t)pr.to] + i] = byte_of(rank, pr.to, i, 4097);
+                }
+            }
+            Params p = params(kKindAlltoallv, rank, n, t);
+            p.sendbuf = send.data();
+            p.recvbuf = recv.data();
+            p.algorithm = kAlltoallPairwise;
+            VLayout v;
+            v.scounts = sc.empty() ? zeros.data() : sc.data();
+            v.sdispls = sd.empty() ? zeros.data() : sd.data();
+            v.rcounts = rc.empty() ? zeros.data() : rc.data();
+            v.rdispls = rd.empty() ? zeros.data() : rd.data();
+            std::string err;
+            const dr_status_t st = alltoallv(t, p, v, 0, &scratch, &err);
+            if (st != DR_OK) {
+                fails.add("alltoallv on 4097 ranks: rank " + std::to_string(rank) + ": status " +
+                          std::to_string(st) + ": " + err);
+                return;
+            }
+            for (const Pair &pr : pairs) {
+                for (size_t i = 0; pr.to == rank && i < pr.len; ++i) {
+                    if (recv[rd[(size_t)pr.from] + i] != byte_of(pr.from, rank, i, 4097)) {
+                        fails.add("alltoallv on 4097 ranks: rank " + std::to_string(rank) +
+                                  ": wrong byte from rank " + std::to_string(pr.from));
+                        break;
+                    }
+                }
+            }
+        },
+        200, "alltoallv on 4097 ranks");
+    report(fails, net);
+    assert_int_equal(net.data_messages(), sizeof(pairs) / sizeof(pairs[0]));
+}
+
 /* Argument checks answer without any traffic. */
 void test_invalid_args(void **state)
 {
@@ -514,6 +604,10 @@ void test_invalid_args(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "many") == 0) {
+        const struct CMUnitTest many[] = {cmocka_unit_test(test_alltoallv_many_ranks)};
+        return cmocka_run_group_tests(many, NULL, NULL);
+    }
     if (argc == 3) {
         g_lo = atoi(argv[1]);
         g_hi = atoi(argv[2]);
