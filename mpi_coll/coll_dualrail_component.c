@@ -298,10 +298,10 @@ static int dualrail_register(void)
         "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
         OPAL_INFO_LVL_4, &cm->gatherv_enable);
     cm->scatterv_enable = 1;
-    reg("scatterv", "Run MPI_Scatterv on dualrail (linear, at most 8 transfers in flight at the "
-        "root; 0: leave it to the next component)", MCA_BASE_VAR_TYPE_BOOL, NULL,
-        OPAL_INFO_LVL_4, &cm->scatterv_enable);
-    mca_coll_dualrail_stats_register();
+    reg("scatterv",
+        "Run MPI_Scatterv on dualrail (linear, at most 8 transfers in flight at the "
+        "root; 0: leave it to the next component)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->scatterv_enable);
     cm->nb_enable = 1;
     reg("nonblocking", "Run MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather and MPI_Ibarrier on "
         "dualrail (each only where its blocking form runs here too; advanced from "

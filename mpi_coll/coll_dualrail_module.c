@@ -247,6 +247,8 @@ static void mr_init(void)
         cm->mr = NULL;
         return;
     }
+    /* The MPI_T variables from now on, once their counts are known (coll_dualrail_stats.c). */
+    mca_coll_dualrail_stats_register();
     DUALRAIL_VERBOSE(1, "coll/dualrail: rank %d: %d plane(s) on devices %s%s", cm->world_rank,
                      dr_mr_num_planes(cm->mr), cfg.planes,
                      cm->thread_multiple   ? ", thread safe (MPI_THREAD_MULTIPLE)"

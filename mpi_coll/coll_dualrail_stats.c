@@ -60,7 +60,8 @@ static int pvar_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     return OMPI_SUCCESS;
 }
 
-/* One value per plane; a process without planes exposes none. */
+/* One value per plane (the variables exist once the transport does: see
+ * mca_coll_dualrail_stats_register). */
 static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj,
                        int *count)
 {
@@ -132,8 +133,21 @@ static int weight_min_get(const struct mca_base_pvar_t *pvar, void *value, void 
     return OMPI_SUCCESS;
 }
 
+/*
+ * Registered when the transport starts (MPI_Init), not with the component's parameters: a
+ * handle's count is fixed when it is bound and the getters write one value per plane (and
+ * rank) as there are now. A tool binding between MPI_T_init_thread and MPI_Init got a count
+ * of 0 and its first read wrote past its buffer (or Open MPI's own, for the counters); Open
+ * MPI 4.1.4 crashes if a bind is refused instead. Before MPI_Init, and in a process whose
+ * transport never started, the variables do not exist. Once per process.
+ */
 void mca_coll_dualrail_stats_register(void)
 {
+    static int registered;
+    if (registered) {
+        return;
+    }
+    registered = 1;
     (void)mca_base_component_pvar_register(
         &mca_coll_dualrail_component.super.collm_version, "link_weight",
         "Share of each message (0..1) each plane carries toward each rank of MPI_COMM_WORLD: "

@@ -4,6 +4,11 @@
  * plane count. The striping weights too: coll_dualrail_link_weight holds
  * world size x 2 shares (0 toward this rank, each other rank's planes
  * summing to 1), coll_dualrail_plane_weight_min one share per plane.
+ * Between MPI_T_init_thread and MPI_Init (before the transport exists, so
+ * before the counts are known) a tool must not be able to bind a handle whose
+ * count is wrong: the variables are not visible yet, or a handle bound then
+ * has the right count and a read after MPI_Init writes nothing past it (a
+ * guard after the buffer).
  * Prints "N passed, N failed" (rank 0); exit 1 on failure.
  */
 #include <mpi.h>
@@ -11,16 +16,80 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The index of the MPI_T performance variable called name, or -1. */
+static int pvar_index(const char *want)
+{
+    int num = 0;
+    MPI_T_pvar_get_num(&num);
+    for (int i = 0; i < num; ++i) {
+        char name[256], desc[512];
+        int nlen = sizeof(name), dlen = sizeof(desc), verb, cls, bind, ro, cont, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        MPI_T_pvar_get_info(i, name, &nlen, &verb, &cls, &dt, &en, desc, &dlen, &bind, &ro, &cont,
+                            &atomic);
+        if (strcmp(name, want) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+#define GUARD 64
+
 int main(int argc, char **argv)
 {
     int provided, rank, failed = 0, passed = 0;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    /* A tool's handle before MPI_Init: coll_dualrail_link_weight (its reads write straight
+     * into the tool's buffer). */
+    const int early_idx = pvar_index("coll_dualrail_link_weight");
+    MPI_T_pvar_session early_session;
+    MPI_T_pvar_handle early;
+    int early_count = -1, early_rc = -1;
+    if (early_idx >= 0) {
+        MPI_T_pvar_session_create(&early_session);
+        early_rc = MPI_T_pvar_handle_alloc(early_session, early_idx, NULL, &early, &early_count);
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     const size_t n = (4u << 20) / sizeof(double);
     double *buf = malloc(n * sizeof(double));
     for (size_t i = 0; i < n; ++i) buf[i] = 1.0;
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (early_idx < 0) {
+        ++passed; /* the variables appear with the transport, their counts known */
+        printf("rank %d: coll_dualrail_link_weight not visible before MPI_Init: nothing to bind "
+               "early\n",
+               rank);
+    } else if (early_rc != MPI_SUCCESS) {
+        ++passed;
+        printf("rank %d: coll_dualrail_link_weight: a handle before MPI_Init refused (%d)\n", rank,
+               early_rc);
+    } else {
+        /* bound: its count must be right, and a read must stay within it */
+        int wsize;
+        MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+        const int c = early_count < 0 ? 0 : early_count;
+        double *v = malloc(sizeof(double) * (size_t)(c + GUARD));
+        for (int i = 0; i < c + GUARD; ++i)
+            v[i] = -7.0;
+        MPI_T_pvar_read(early_session, early, v);
+        int guard_ok = 1;
+        for (int i = c; i < c + GUARD; ++i)
+            guard_ok = guard_ok && v[i] == -7.0;
+        const int ok = guard_ok && c == 2 * wsize;
+        ok ? ++passed : ++failed;
+        printf("%srank %d: coll_dualrail_link_weight bound before MPI_Init with count %d (%d "
+               "after): %s\n",
+               ok ? "" : "FAILED: ", rank, early_count, 2 * wsize,
+               guard_ok ? "read within it" : "a read wrote past it");
+        free(v);
+        MPI_T_pvar_handle_free(early_session, &early);
+    }
+    if (early_idx >= 0) {
+        MPI_T_pvar_session_free(&early_session);
+    }
 
     int num, found = -1, f_link = -1, f_min = -1, size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
