@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The index of the MPI_T performance variable called name, or -1. */
-static int pvar_index(const char *want)
+/* The index of the MPI_T performance variable called want (of type want_dt unless that is
+ * MPI_DATATYPE_NULL), or -1. */
+static int pvar_index(const char *want, MPI_Datatype want_dt)
 {
     int num = 0;
     MPI_T_pvar_get_num(&num);
@@ -28,7 +29,7 @@ static int pvar_index(const char *want)
         MPI_T_enum en;
         MPI_T_pvar_get_info(i, name, &nlen, &verb, &cls, &dt, &en, desc, &dlen, &bind, &ro, &cont,
                             &atomic);
-        if (strcmp(name, want) == 0) {
+        if (strcmp(name, want) == 0 && (want_dt == MPI_DATATYPE_NULL || dt == want_dt)) {
             return i;
         }
     }
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     /* A tool's handle before MPI_Init: coll_dualrail_link_weight (its reads write straight
      * into the tool's buffer). */
-    const int early_idx = pvar_index("coll_dualrail_link_weight");
+    const int early_idx = pvar_index("coll_dualrail_link_weight", MPI_DATATYPE_NULL);
     MPI_T_pvar_session early_session;
     MPI_T_pvar_handle early;
     int early_count = -1, early_rc = -1;
@@ -91,24 +92,11 @@ int main(int argc, char **argv)
         MPI_T_pvar_session_free(&early_session);
     }
 
-    int num, found = -1, f_link = -1, f_min = -1, size;
+    int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_T_pvar_get_num(&num);
-    for (int i = 0; i < num; ++i) {
-        char name[256], desc[512];
-        int nlen = sizeof(name), dlen = sizeof(desc), verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        MPI_T_pvar_get_info(i, name, &nlen, &verb, &cls, &dt, &en, desc, &dlen, &bind, &ro, &cont,
-                            &atomic);
-        if (strcmp(name, "coll_dualrail_plane_tx_bytes") == 0) {
-            found = i;
-        } else if (strcmp(name, "coll_dualrail_link_weight") == 0 && dt == MPI_DOUBLE) {
-            f_link = i;
-        } else if (strcmp(name, "coll_dualrail_plane_weight_min") == 0 && dt == MPI_DOUBLE) {
-            f_min = i;
-        }
-    }
+    const int found = pvar_index("coll_dualrail_plane_tx_bytes", MPI_DATATYPE_NULL);
+    const int f_link = pvar_index("coll_dualrail_link_weight", MPI_DOUBLE);
+    const int f_min = pvar_index("coll_dualrail_plane_weight_min", MPI_DOUBLE);
     if (found < 0) {
         ++failed;
         if (rank == 0) printf("FAILED: no MPI_T variable coll_dualrail_plane_tx_bytes\n");
