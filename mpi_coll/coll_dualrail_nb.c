@@ -82,7 +82,10 @@ static int nb_thread_running, nb_thread_stop;
  * completing two requests of one MPI_Waitall at once can lose one, and the wait never
  * ends), so only the application's thread completes requests: the progress thread queues
  * them here and the next progress call (MPI_Test, MPI_Wait, any MPI call) completes them.
- * The transfers, the reductions and a device result's copy have run by then.
+ * The transfers, the reductions and a device result's copy have run by then. A request the
+ * application's thread finishes itself completes after those queued before it (they
+ * finished earlier: dr_nb reports in finishing order), so that a communicator's requests
+ * still complete in the order they were started.
  */
 static pthread_mutex_t nb_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static mca_coll_dualrail_request_t *nb_deferred_head, *nb_deferred_tail;
@@ -371,6 +374,8 @@ static void request_done(void *arg, dr_status_t st, const char *err)
             return;
         }
         ++nb_on_thread;
+    } else if (!mca_coll_dualrail_component.thread_multiple) {
+        (void)nb_deferred_complete(); /* the earlier ones first (see nb_deferred_mu) */
     }
     ompi_request_complete(&req->super, true);
 }

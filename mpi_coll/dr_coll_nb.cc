@@ -9,13 +9,19 @@
  *   progress  each queue's head task resumed once: it tests its requests,
  *             does what is ready, yields at its next wait; a finished head is
  *             replaced by the next of its queue, started in the same turn
- *   done      its stack back to the pool as it finishes; after the scheduler's
- *             lock is released: done(arg, st, err), then the task to its pool
+ *   done      its stack back to the pool as it finishes; the task to the
+ *             scheduler's list of finished ones; after the lock is released, by
+ *             one thread at a time in the order they finished: done(arg, st,
+ *             err), then the task to its pool
  *
  * The scheduler's lock is held while tasks run, which is while they compute:
  * every wait yields. A thread that finds it taken returns at once (the holder
  * is progressing for everyone). A thread already inside the scheduler never
- * enters it again (done callbacks run outside it).
+ * enters it again (done callbacks run outside it). Callbacks run in finishing
+ * order, one thread reporting at a time: a thread that finishes a task while
+ * another is still in a callback (a device result being copied back) leaves
+ * it to that one, so a communicator's later request never completes before
+ * an earlier one (their order within a queue is their finishing order).
  */
 #include "dr_coll_nb.h"
 
@@ -69,6 +75,8 @@ struct Scheduler {
     std::vector<Task *> free_tasks;
     StackPool stacks;
     std::atomic<int> outstanding{0};
+    std::vector<Task *> finished; /* in finishing order, not yet reported */
+    bool reporting = false;       /* a thread runs done callbacks (report()) */
 };
 
 Scheduler &sched()
@@ -156,7 +164,7 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
             }
             /* A finished task's stack is free at once (it is never resumed again), for the
              * next head of this queue in this very turn: otherwise every task a turn finishes
-             * holds one until finish(), and a turn that runs through a backlog of quick
+             * holds one until it is reported, and a turn that runs through a backlog of quick
              * collectives maps a stack for each. */
             s.stacks.put(t->co.stack());
             t->co.init(nullptr, task_main, t);
@@ -178,20 +186,34 @@ int run_queues(Scheduler &s, std::vector<Task *> &done)
     return completed;
 }
 
-/* Outside the lock: report, then give the tasks back (their stacks went back as they
- * finished). */
-void finish(Scheduler &s, std::vector<Task *> &done)
+/* Outside the lock: report what finished, then give the tasks back (their stacks went
+ * back as they finished). One thread reports at a time, everything finished up to the
+ * moment it finds nothing more: a thread that finds another reporting leaves its tasks
+ * to it, which keeps the callbacks in finishing order across threads. */
+void report(Scheduler &s)
 {
-    for (Task *t : done) {
-        t->done(t->done_arg, t->st, t->err.c_str());
+    static thread_local std::vector<Task *> batch; /* reused: no allocation once warm */
+    std::unique_lock<std::mutex> lk(s.mu);
+    if (s.reporting || s.finished.empty()) {
+        return;
     }
-    std::lock_guard<std::mutex> lk(s.mu);
-    for (Task *t : done) {
-        t->next = nullptr;
-        t->queue = nullptr;
-        s.free_tasks.push_back(t); /* capacity reserved when the task was made */
-        s.outstanding.fetch_sub(1, std::memory_order_relaxed);
+    s.reporting = true;
+    while (!s.finished.empty()) {
+        batch.clear();
+        batch.swap(s.finished);
+        lk.unlock();
+        for (Task *t : batch) {
+            t->done(t->done_arg, t->st, t->err.c_str());
+        }
+        lk.lock();
+        for (Task *t : batch) {
+            t->next = nullptr;
+            t->queue = nullptr;
+            s.free_tasks.push_back(t); /* capacity reserved when the task was made */
+            s.outstanding.fetch_sub(1, std::memory_order_relaxed);
+        }
     }
+    s.reporting = false;
 }
 
 int progress_once()
@@ -204,15 +226,12 @@ int progress_once()
     if (!lk.owns_lock()) {
         return 0; /* another thread is running the tasks, for everyone */
     }
-    /* Thread-local per thread, reused: no allocation per progress call once warm. */
-    static thread_local std::vector<Task *> done;
-    done.clear();
     in_scheduler = true;
-    const int n = run_queues(s, done);
+    const int n = run_queues(s, s.finished);
     in_scheduler = false;
     lk.unlock();
-    if (!done.empty()) {
-        finish(s, done);
+    if (n != 0) {
+        report(s);
     }
     return n;
 }
@@ -232,7 +251,7 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, c
         try {
             if (s.free_tasks.empty()) {
                 std::unique_ptr<Task> fresh(new Task);
-                s.free_tasks.reserve(s.free_tasks.size() + 1); /* finish() never allocates */
+                s.free_tasks.reserve(s.free_tasks.size() + 1); /* report() never allocates */
                 s.run.reserve(s.run.size() + 1);
                 t = fresh.release();
             } else {

@@ -56,6 +56,6 @@ set_tests_properties(unit_mr_threads unit_mr_threads_global_lock_deadlocks
 # Non-blocking collectives (dr_coll_nb.h): one thread drives four ranks' tasks over ucx_mr on
 # loopback; many outstanding on two communicators, completion order, pooled stacks, errors.
 add_executable(test_algo_nb ${CMAKE_CURRENT_LIST_DIR}/test_algo_nb.cc)
-target_link_libraries(test_algo_nb PRIVATE dualrail_algo)
+target_link_libraries(test_algo_nb PRIVATE dualrail_algo Threads::Threads)
 add_test(NAME unit_algo_nb COMMAND test_algo_nb)
 set_tests_properties(unit_algo_nb PROPERTIES TIMEOUT 120 LABELS unit)

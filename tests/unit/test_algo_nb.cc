@@ -18,12 +18,22 @@
  *     finished kept its own until the turn ended: 13 or 14 here);
  *   - errors through the completion: a rank that never joins makes the
  *     others' collective complete with DR_ERR_TIMEOUT (their timeout), bad
- *     arguments complete with DR_ERR_INVALID; nothing hangs (bounded loops).
+ *     arguments complete with DR_ERR_INVALID; nothing hangs (bounded loops);
+ *   - completion order across threads: while this thread is still inside the
+ *     done callback of a communicator's collective (slow, as the copy of a
+ *     device result before the request completes), a second thread starts
+ *     the next one on that communicator, which finishes at once: its callback
+ *     must not run before the first one's has returned (before the fix it ran
+ *     in the second thread at once, and MPI saw the later request complete
+ *     while the earlier one was not).
  */
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dr_coll_nb.h"
@@ -357,6 +367,94 @@ void test_errors()
     }
 }
 
+/* Callbacks that say when they return; op 0's waits for the other thread's start first. */
+struct Ordered {
+    std::mutex mu;
+    std::vector<int> returned; /* op numbers in the order their callbacks returned */
+    std::atomic<bool> first_entered{false}, second_started{false};
+};
+
+struct OrderedCookie {
+    Ordered *o;
+    int op;
+};
+
+bool wait_for(const std::atomic<bool> &flag, double limit)
+{
+    const auto start = std::chrono::steady_clock::now();
+    while (!flag.load()) {
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            limit) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+}
+
+void on_ordered_done(void *arg, dr_status_t st, const char *err)
+{
+    (void)err;
+    OrderedCookie *c = static_cast<OrderedCookie *>(arg);
+    CHECK(st == DR_OK, "op %d: status %d", c->op, (int)st);
+    if (c->op == 0) {
+        c->o->first_entered = true;
+        CHECK(wait_for(c->o->second_started, 10), "the second thread never started op 1");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::lock_guard<std::mutex> lk(c->o->mu);
+    c->o->returned.push_back(c->op);
+}
+
+/* A one-rank allreduce: no traffic, it finishes in the progress call its start makes. */
+dr_status_t start_single(dr_nb_queue_t *q, uint64_t *x, OrderedCookie *cookie, uint32_t seq)
+{
+    dr_allreduce_args_t a;
+    std::memset(&a, 0, sizeof(a));
+    a.recvbuf = x;
+    a.count = 1;
+    a.elem_size = 8;
+    a.reduce = sum_u64;
+    a.rank = 0;
+    a.size = 1;
+    a.peer_ids = g_ids;
+    a.comm_id = 9;
+    a.seq = seq;
+    char err[256];
+    const dr_status_t st = dr_iallreduce(g_mr[0], q, &a, on_ordered_done, cookie, err, sizeof(err));
+    CHECK(st == DR_OK, "start op %d: %s", cookie->op, err);
+    return st;
+}
+
+void test_order_across_threads()
+{
+    for (int rep = 0; rep < 3; ++rep) {
+        dr_nb_queue_t *q = dr_nb_queue_new();
+        Ordered o;
+        OrderedCookie c0{&o, 0}, c1{&o, 1};
+        uint64_t x0 = 1, x1 = 2;
+        std::thread second([&] {
+            if (!wait_for(o.first_entered, 10)) {
+                o.second_started = true; /* let op 0's callback go; the check below fails */
+                return;
+            }
+            start_single(q, &x1, &c1, 1);
+            o.second_started = true;
+            CHECK(drive(10), "op 1 never completed");
+        });
+        start_single(q, &x0, &c0, 0);
+        second.join();
+        CHECK(drive(10), "collectives left outstanding");
+        CHECK(o.returned.size() == 2 && o.returned[0] == 0 && o.returned[1] == 1,
+              "rep %d: callbacks returned in order %s (expected 0 then 1)", rep,
+              o.returned.size() == 2 ? (o.returned[0] == 1 ? "1, 0" : "0, 1") : "(missing)");
+        CHECK(x0 == 1 && x1 == 2, "one-rank results changed: %llu %llu", (unsigned long long)x0,
+              (unsigned long long)x1);
+        dr_nb_queue_free(q);
+    }
+    std::printf("order across threads: 3 x 2 collectives, done callbacks in start order\n");
+}
+
 } // namespace
 
 int main()
@@ -390,6 +488,7 @@ int main()
     }
     test_many_outstanding();
     test_errors();
+    test_order_across_threads();
     for (dr_mr_t *m : g_mr) {
         dr_mr_destroy(m);
     }
