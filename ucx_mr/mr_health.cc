@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "health_rules.hpp"
 #include "mr_internal.hpp"
 
 namespace dualrail {
@@ -64,7 +65,7 @@ void Mr::note_progress(Link *l, uint64_t now)
         /* The first sign of life on another plane since o's ping, or the first after the
          * peer was quiet on every other plane for a whole stall period (it computed; we
          * may have been away ourselves, and no watchdog ran to void the old sign). */
-        if (o->other_alive == 0 || now - others_progress(p, o) > stall_us) {
+        if (o->other_alive == 0 || age_us(now, others_progress(p, o)) > stall_us) {
             o->other_alive = now;
         }
     }
@@ -286,14 +287,14 @@ void Mr::dump_peer(const Peer *p, uint64_t now)
 {
     log(DR_LOG_INFO, "peer %u (%s): no message finished for %.2f s; %zu send(s), %zu receive(s), "
         "%zu early segment(s) pending", p->id, p->host.empty() ? "?" : p->host.c_str(),
-        (double)(now - std::max(p->last_done, p->busy_since)) / 1e6, p->sends.size(),
+        (double)age_us(now, std::max(p->last_done, p->busy_since)) / 1e6, p->sends.size(),
         p->recvs.size(), p->unexpected.size());
     for (size_t i = 0; i < planes.size(); ++i) {
         const Link *l = p->links[i].get();
         log(DR_LOG_INFO, "  plane %zu: %s gen %u, ep %s, %u in flight, %zu queued, progress %.2f s "
             "ago, ping %s", i, l->state == DR_LINK_UP ? "up" : "down", l->gen,
             l->ep == nullptr ? "none" : l->ep_failed ? "failed" : "open", l->inflight,
-            l->queue.size(), (double)(now - l->last_progress) / 1e6, l->ping_out ? "out" : "-");
+            l->queue.size(), (double)age_us(now, l->last_progress) / 1e6, l->ping_out ? "out" : "-");
     }
     for (const Req *r : p->sends) {
         uint32_t on[DR_MAX_PLANES] = {};
@@ -348,7 +349,8 @@ void Mr::watchdog(uint64_t now)
                         ep_close(l);
                         l->next_probe = now + probe_delay(l);
                     }
-                } else if (l->probe_out && now - l->probe_sent > std::max(stall_us, kProbeTimeoutUs)) {
+                } else if (l->probe_out &&
+                           age_us(now, l->probe_sent) > std::max(stall_us, kProbeTimeoutUs)) {
                     ep_close(l);
                     l->probe_out = false;
                     l->backoff = std::min(l->backoff * 2, readmit_max_us);
@@ -363,16 +365,18 @@ void Mr::watchdog(uint64_t now)
             }
             ++up;
             const uint64_t since = std::max(l->last_progress, p->busy_since);
-            if (now - since > probe_us && !l->ping_out) {
+            const LinkWatch w = watch_link(now, l->last_progress, p->busy_since, l->ping_out,
+                                           waited_on, probe_us, peer_timeout_us);
+            if (w.ping) {
                 ctrl_post(l, kPing, 0, 0, ++l->ping_id, 0);
                 ++planes[i]->stats.probes;
                 log(DR_LOG_DEBUG, "peer %u plane %d: silent %.3f s, ping %u", p->id, (int)i,
-                    (double)(now - since) / 1e6, l->ping_id);
+                    (double)age_us(now, since) / 1e6, l->ping_id);
                 l->ping_out = true;
                 l->ping_sent = now;
                 l->other_alive = 0;
             }
-            if (waited_on && peer_timeout_us != 0 && now - since > peer_timeout_us) {
+            if (w.silent) {
                 ++silent;
             }
         }
@@ -396,24 +400,24 @@ void Mr::watchdog(uint64_t now)
                 continue;
             }
             const uint64_t other_last = others_progress(p, l);
-            if (now - other_last > stall_us) {
+            if (age_us(now, other_last) > stall_us) {
                 l->other_alive = 0;
                 continue;
             }
             /* ... and we read this plane since (a cold plane is read every few progress
              * calls): a rank back from computing has the answer waiting in its socket. */
             const uint64_t half = l->other_alive + stall_us / 2;
-            if (now - l->other_alive > stall_us && other_last >= half &&
+            if (age_us(now, l->other_alive) > stall_us && other_last >= half &&
                 planes[i]->polled_at >= half) {
                 char why[160];
                 snprintf(why, sizeof(why), "silent for %.2f s while another plane answered",
-                         (double)(now - std::max(l->last_progress, p->busy_since)) / 1e6);
+                         (double)age_us(now, std::max(l->last_progress, p->busy_since)) / 1e6);
                 declare_down(l, why);
             }
         }
         /* A peer busy for long with no message finishing either way: say what is pending,
          * once per stall, so that a hang can be told from a slow link in the logs. */
-        if (!p->dumped && now - std::max(p->last_done, p->busy_since) > kStallDumpUs) {
+        if (!p->dumped && age_us(now, std::max(p->last_done, p->busy_since)) > kStallDumpUs) {
             p->dumped = true;
             dump_peer(p, now);
         }

@@ -59,3 +59,9 @@ add_executable(test_algo_nb ${CMAKE_CURRENT_LIST_DIR}/test_algo_nb.cc)
 target_link_libraries(test_algo_nb PRIVATE dualrail_algo Threads::Threads)
 add_test(NAME unit_algo_nb COMMAND test_algo_nb)
 set_tests_properties(unit_algo_nb PROPERTIES TIMEOUT 120 LABELS unit)
+
+# ucx_mr's watchdog time arithmetic (ucx_mr/health_rules.hpp, header only).
+add_executable(test_mr_health_rules ${CMAKE_CURRENT_LIST_DIR}/test_mr_health_rules.cc)
+target_include_directories(test_mr_health_rules PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
+add_test(NAME unit_mr_health_rules COMMAND test_mr_health_rules)
+set_tests_properties(unit_mr_health_rules PROPERTIES TIMEOUT 60 LABELS unit)

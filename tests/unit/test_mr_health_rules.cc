@@ -1,0 +1,69 @@
+/*
+ * The watchdog's time arithmetic (ucx_mr/health_rules.hpp): a link stamped after the
+ * watchdog read its clock (messages that arrived while an endpoint close progressed the
+ * plane, inside the same progress call) is not silent. Before, `now - last_progress`
+ * wrapped to about 2^64 us: the link asked for a ping and, waited on, counted as silent
+ * past the peer timeout, so a peer whose only live plane had just delivered was failed.
+ */
+#include <cstdint>
+#include <cstdio>
+
+#include "health_rules.hpp"
+
+using dualrail::mr::age_us;
+using dualrail::mr::LinkWatch;
+using dualrail::mr::watch_link;
+
+namespace {
+
+int g_fail = 0;
+
+#define CHECK(cond, what)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ++g_fail;                                                                              \
+            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, what);                             \
+        }                                                                                          \
+    } while (0)
+
+constexpr uint64_t kProbe = 100000, kPeerTimeout = 3000000; /* us, as the defaults' order */
+
+} // namespace
+
+int main()
+{
+    CHECK(age_us(5000, 2000) == 3000, "age of an earlier time");
+    CHECK(age_us(5000, 5000) == 0, "age of the same time");
+    CHECK(age_us(5000, 7000) == 0, "age of a later time");
+
+    const uint64_t now = 50000000; /* the watchdog's clock, read at the progress call's start */
+    const uint64_t busy = 1000000; /* the peer has been in a call for 49 s */
+
+    /* Delivered 40 ms after the watchdog's clock (during an endpoint close in this call). */
+    LinkWatch w = watch_link(now, now + 40000, busy, false, true, kProbe, kPeerTimeout);
+    CHECK(!w.silent, "a link stamped after the clock reading counts as silent");
+    CHECK(!w.ping, "a link stamped after the clock reading is pinged");
+
+    /* Busy since after the clock reading (a request posted inside the same call). */
+    w = watch_link(now, 0, now + 10, false, true, kProbe, kPeerTimeout);
+    CHECK(!w.silent && !w.ping, "a peer busy since after the clock reading is judged silent");
+
+    /* The rules themselves. */
+    w = watch_link(now, now - 50000, busy, false, true, kProbe, kPeerTimeout);
+    CHECK(!w.ping && !w.silent, "a link that delivered 50 ms ago");
+    w = watch_link(now, now - 200000, busy, false, true, kProbe, kPeerTimeout);
+    CHECK(w.ping && !w.silent, "a link quiet for 200 ms: ping, not yet silent");
+    w = watch_link(now, now - 200000, busy, true, true, kProbe, kPeerTimeout);
+    CHECK(!w.ping, "a second ping while one is out");
+    w = watch_link(now, now - 4000000, busy, true, true, kProbe, kPeerTimeout);
+    CHECK(w.silent, "a waited-on link quiet past the peer timeout is not silent");
+    w = watch_link(now, now - 4000000, busy, true, false, kProbe, kPeerTimeout);
+    CHECK(!w.silent, "a peer owing only acknowledgements counts as silent");
+    w = watch_link(now, now - 4000000, busy, true, true, kProbe, 0);
+    CHECK(!w.silent, "silent with the peer timeout off");
+    w = watch_link(now, 0, now - 4000000, false, true, kProbe, kPeerTimeout);
+    CHECK(w.silent && w.ping, "a link never heard from since the call began 4 s ago");
+
+    std::printf(g_fail == 0 ? "ok\n" : "%d failure(s)\n", g_fail);
+    return g_fail == 0 ? 0 : 1;
+}

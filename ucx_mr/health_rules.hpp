@@ -1,0 +1,43 @@
+/*
+ * The watchdog's arithmetic on times (mr_health.cc), pure so that it can be tested
+ * without a network.
+ *
+ * Every time here is from now_us(). The watchdog reads its `now` once per progress call,
+ * but work inside that call stamps links with later times: an endpoint close after a
+ * plane failure progresses the plane's worker until UCX sees the severed socket (up to
+ * 200 ms, mr_ep.cc), and every message that arrives meanwhile, from any peer on that
+ * plane, stamps its link's last progress. `now - t` for such a t wrapped to about 2^64 us,
+ * and a link that had just delivered read as silent for ever: a peer whose other plane was
+ * already down was failed on the spot, while it was answering.
+ */
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dualrail {
+namespace mr {
+
+/* How long before `now` the moment t was: 0 when t is later than now. */
+inline uint64_t age_us(uint64_t now, uint64_t t)
+{
+    return now > t ? now - t : 0;
+}
+
+/* What the watchdog does about one live link of a busy peer. */
+struct LinkWatch {
+    bool ping;   /* silent for longer than probe_us, no ping out: ask */
+    bool silent; /* waited on and silent for longer than the peer timeout (0: none) */
+};
+
+inline LinkWatch watch_link(uint64_t now, uint64_t last_progress, uint64_t busy_since,
+                            bool ping_out, bool waited_on, uint64_t probe_us,
+                            uint64_t peer_timeout_us)
+{
+    const uint64_t quiet = age_us(now, std::max(last_progress, busy_since));
+    return LinkWatch{quiet > probe_us && !ping_out,
+                     waited_on && peer_timeout_us != 0 && quiet > peer_timeout_us};
+}
+
+} // namespace mr
+} // namespace dualrail
