@@ -312,6 +312,8 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
  * the host copies freed; the outcome, or the copy's failure. */
 dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr_status_t st,
                                            char *err, size_t errlen);
+/* The host copies freed, nothing copied (a request given back unused; idempotent). */
+void mca_coll_dualrail_nb_stage_free(mca_coll_dualrail_nb_staging_t *s);
 /* Report a failed call (one line naming the collective and communicator); its MPI error. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err);

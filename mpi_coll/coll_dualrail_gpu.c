@@ -166,7 +166,7 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
         }
     }
     if (st != DR_OK) {
-        (void)mca_coll_dualrail_nb_stage_out(s, st, err, errlen);
+        mca_coll_dualrail_nb_stage_free(s);
         return st;
     }
     if (s->host_s != NULL) {
@@ -184,10 +184,15 @@ dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr
     if (st == DR_OK && s->dev_r != NULL) {
         st = mca_coll_dualrail_stage(s->dev_r, s->host_r, s->out_bytes, s->dev_r, err, errlen);
     }
+    mca_coll_dualrail_nb_stage_free(s);
+    return st;
+}
+
+void mca_coll_dualrail_nb_stage_free(mca_coll_dualrail_nb_staging_t *s)
+{
     free(s->host_s);
     free(s->host_r);
     memset(s, 0, sizeof(*s));
-    return st;
 }
 
 void mca_coll_dualrail_gpu_module_fini(mca_coll_dualrail_module_t *m)

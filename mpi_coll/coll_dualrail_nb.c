@@ -406,8 +406,7 @@ static mca_coll_dualrail_request_t *request_get(struct ompi_communicator_t *comm
 static void request_put(mca_coll_dualrail_request_t *req)
 {
     struct ompi_communicator_t *comm = req->comm;
-    char unused[8];
-    (void)mca_coll_dualrail_nb_stage_out(&req->staging, DR_ERR_CANCELED, unused, sizeof(unused));
+    mca_coll_dualrail_nb_stage_free(&req->staging);
     OMPI_REQUEST_FINI(&req->super);
     opal_free_list_return(&mca_coll_dualrail_component.nb_requests, (opal_free_list_item_t *)req);
     OBJ_RELEASE(comm);
