@@ -108,6 +108,14 @@ uint64_t Mr::probe_delay(const Link *l) const
     return self > l->peer ? l->backoff + kProbeStaggerUs : l->backoff;
 }
 
+/* A probe that failed or went unanswered: the next one after twice the backoff. */
+void Mr::probe_again_later(Link *l, uint64_t now)
+{
+    l->probe_out = false;
+    l->backoff = std::min(l->backoff * 2, readmit_max_us);
+    l->next_probe = now + probe_delay(l);
+}
+
 void Mr::fail_peer(Peer *p)
 {
     char head[384];
@@ -271,9 +279,11 @@ void Mr::handle_deferred()
             } else if (l->state == DR_LINK_UP && l->remote_down) {
                 declare_down(l, "the peer lost this plane");
             } else if (l->state == DR_LINK_DOWN && l->ep_failed) {
-                /* A failed probe endpoint: drop it; the next probe makes a fresh one. */
+                /* A failed probe endpoint (refused at once, as by a reset): drop it and
+                 * wait out the backoff as for an unanswered probe. The next probe was due
+                 * already, so the watchdog made a fresh endpoint every pass (2 ms). */
                 ep_close(l);
-                l->probe_out = false;
+                probe_again_later(l, now_us());
             }
             still = still || l->ep_failed || l->remote_down;
         }
@@ -352,9 +362,7 @@ void Mr::watchdog(uint64_t now)
                 } else if (l->probe_out &&
                            age_us(now, l->probe_sent) > std::max(stall_us, kProbeTimeoutUs)) {
                     ep_close(l);
-                    l->probe_out = false;
-                    l->backoff = std::min(l->backoff * 2, readmit_max_us);
-                    l->next_probe = now + probe_delay(l);
+                    probe_again_later(l, now);
                     log(DR_LOG_INFO, "peer %u plane %d (%s): probe unanswered, next in %.2f s",
                         p->id, (int)i, planes[i]->device.c_str(), (double)l->backoff / 1e6);
                 }

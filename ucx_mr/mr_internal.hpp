@@ -452,6 +452,7 @@ struct Mr {
     void ack_progress(Peer *p, const Req *r, uint64_t now);
     void declare_down(Link *l, const std::string &why);
     void readmit(Link *l);
+    void probe_again_later(Link *l, uint64_t now);
     uint64_t probe_delay(const Link *l) const;
     void fail_peer(Peer *p);
     void watchdog(uint64_t now);
