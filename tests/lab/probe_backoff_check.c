@@ -10,8 +10,8 @@
  * 1.5 s: a handful).
  *
  * Two ucx_mr contexts on lab nodes 0 and 1, both planes, exchange 8-byte messages back and
- * forth for --seconds (default 8, counted by rank 0, whose last message says stop); run_probe_backoff.sh resets node 1's plane A from 2 s to
- * 5 s. At the end each rank prints its plane A counters and exits 0 when plane A went down
+ * forth for --seconds (default 10, counted by rank 0, whose last message says stop);
+ * run_probe_backoff.sh resets node 1's plane A from 2 s to 5 s. At the end each rank prints its plane A counters and exits 0 when plane A went down
  * at least once, was re-admitted, and sent at most --max-probes probes (default 60:
  * liveness pings included), else 1; 2 on bad arguments or a set-up failure. Every wait is
  * bounded (10 s), the loop by time and by 2,000,000 exchanges.
@@ -43,7 +43,7 @@ static int fail(const char *what, long k, dr_status_t st)
 int main(int argc, char **argv)
 {
     const unsigned weights[2][2] = {{1, 1}, {1, 1}};
-    double seconds = 8;
+    double seconds = 10;
     long max_probes = 60;
     /* dr_lab_pair_open reads --rank and --dir; the options of this check are read here. */
     char *pass[8];

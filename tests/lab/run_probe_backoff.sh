@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # probe_backoff_check on lab nodes 0 and 1 of the lab DUALRAIL_LAB_PREFIX, with node 1's
-# plane A reset (lab.sh fault 1 a reset) from 2 s to 5 s of its 8-s loop; passes when both
+# plane A reset (lab.sh fault 1 a reset) from 2 s to 5 s of its 10-s loop; passes when both
 # ranks exit 0. Bounded: each rank under timeout 60, the fault healed on every exit.
 #   run_probe_backoff.sh BINARY
 set -uo pipefail
