@@ -372,6 +372,9 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
                                 mca_coll_base_module_t *module);
 void mca_coll_dualrail_nb_open(void);
 void mca_coll_dualrail_nb_close(void);
+/* opal_output of one line (at most 511 characters) from any thread: on the progress thread
+ * below MPI_THREAD_MULTIPLE the line is queued for the application's thread. */
+void mca_coll_dualrail_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m);
 void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m);
 /* Set the module's non-blocking entries (comm_query) and save the previous ones (enable). */

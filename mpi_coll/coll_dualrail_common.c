@@ -158,8 +158,8 @@ int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what,
     /* The module stays active: only some ranks may see the error, and a rank that
      * switched to the previous module alone would pair its next call with the others'
      * dualrail call (see coll_dualrail_allreduce.c). */
-    opal_output(mca_coll_dualrail_component.output, "coll/dualrail: rank %d: %s on %s failed: %s",
-                mca_coll_dualrail_component.world_rank, what, comm->c_name, err);
+    mca_coll_dualrail_say("coll/dualrail: rank %d: %s on %s failed: %s",
+                          mca_coll_dualrail_component.world_rank, what, comm->c_name, err);
     return mca_coll_dualrail_mpi_error(st);
 }
 

@@ -134,7 +134,7 @@ static void mr_log(int level, const char *msg, void *arg)
     (void)arg;
     /* Plane transitions (level 0) are printed at default verbosity, one line each. */
     if (level <= mca_coll_dualrail_component.verbose) {
-        opal_output(mca_coll_dualrail_component.output, "coll/dualrail %s", msg);
+        mca_coll_dualrail_say("coll/dualrail %s", msg); /* may run on the progress thread */
     }
 }
 

@@ -26,6 +26,8 @@
  */
 #include "coll_dualrail.h"
 
+#include <stdarg.h>
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -91,6 +93,73 @@ static pthread_mutex_t nb_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 static mca_coll_dualrail_request_t *nb_deferred_head, *nb_deferred_tail;
 static int nb_deferred_n;                          /* queued; read without the lock first */
 static unsigned long nb_on_thread, nb_handed_over; /* completions by the thread: done, queued */
+
+/*
+ * Lines the progress thread has to say while the job is not MPI_THREAD_MULTIPLE (ucx_mr's
+ * plane transitions from its dr_mr_progress, a failed request's line). opal_output keeps
+ * its formatting buffer in unlocked globals then, so two threads printing at once can
+ * corrupt each other's line or its memory: the thread queues them here and the
+ * application's thread prints them at its next progress call, in order. A burst beyond
+ * DUALRAIL_NB_LINES is counted and said as one line.
+ */
+#define DUALRAIL_NB_LINES    64
+#define DUALRAIL_NB_LINE_MAX 512
+static char nb_lines[DUALRAIL_NB_LINES][DUALRAIL_NB_LINE_MAX];
+static int nb_lines_n;                          /* queued; read without the lock first */
+static unsigned long nb_lines_dropped;          /* beyond the queue, not yet said */
+static unsigned long nb_lines_said_on_thread;   /* printed by the thread itself */
+static unsigned long nb_lines_handed;           /* queued for the application's thread */
+
+static int nb_on_progress_thread(void)
+{
+    return nb_thread_running && pthread_equal(pthread_self(), nb_thread);
+}
+
+void mca_coll_dualrail_say(const char *fmt, ...)
+{
+    char line[DUALRAIL_NB_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (nb_on_progress_thread()) {
+        if (!mca_coll_dualrail_component.thread_multiple) {
+            pthread_mutex_lock(&nb_deferred_mu);
+            if (nb_lines_n < DUALRAIL_NB_LINES) {
+                memcpy(nb_lines[nb_lines_n], line, sizeof(line));
+                __atomic_store_n(&nb_lines_n, nb_lines_n + 1, __ATOMIC_RELEASE);
+            } else {
+                ++nb_lines_dropped;
+            }
+            ++nb_lines_handed;
+            pthread_mutex_unlock(&nb_deferred_mu);
+            return;
+        }
+        ++nb_lines_said_on_thread;
+    }
+    opal_output(mca_coll_dualrail_component.output, "%s", line);
+}
+
+/* Print what the progress thread queued (the application's thread). The thread does not
+ * print below MPI_THREAD_MULTIPLE, so printing under the lock races with nobody. */
+static void nb_lines_flush(void)
+{
+    if (__atomic_load_n(&nb_lines_n, __ATOMIC_ACQUIRE) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&nb_deferred_mu);
+    for (int i = 0; i < nb_lines_n; ++i) {
+        opal_output(mca_coll_dualrail_component.output, "%s", nb_lines[i]);
+    }
+    if (nb_lines_dropped != 0) {
+        opal_output(mca_coll_dualrail_component.output,
+                    "coll/dualrail: rank %d: progress thread: %lu more line(s) left out",
+                    mca_coll_dualrail_component.world_rank, nb_lines_dropped);
+        nb_lines_dropped = 0;
+    }
+    __atomic_store_n(&nb_lines_n, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&nb_deferred_mu);
+}
 
 static void *nb_thread_main(void *arg)
 {
@@ -171,10 +240,13 @@ void mca_coll_dualrail_nb_close(void)
         pthread_join(nb_thread, NULL);
         nb_thread_running = 0;
         (void)nb_deferred_complete();
+        nb_lines_flush();
         DUALRAIL_VERBOSE(1,
                          "coll/dualrail: rank %d: progress thread: %lu collective(s) completed "
-                         "on it, %lu handed to the application's thread%s",
+                         "on it, %lu handed to the application's thread; %lu line(s) printed "
+                         "on it, %lu handed over%s",
                          mca_coll_dualrail_component.world_rank, nb_on_thread, nb_handed_over,
+                         nb_lines_said_on_thread, nb_lines_handed,
                          mca_coll_dualrail_component.thread_multiple
                              ? ""
                              : " (not MPI_THREAD_MULTIPLE: the application's thread completes "
@@ -290,6 +362,7 @@ static __thread double nb_idle_since, nb_last_call, nb_last_resume;
 
 int mca_coll_dualrail_nb_progress(int events)
 {
+    nb_lines_flush();
     const int handed = nb_deferred_complete();
     if (dr_nb_outstanding() == 0) {
         return handed;

@@ -44,7 +44,9 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), --coll bcast|allgather|allgatherv|reduce|
+#   that every rank staged them), --thread-lines (with coll_dualrail_progress_thread 1
+#   below MPI_THREAD_MULTIPLE: every rank's finalize line says the progress thread printed
+#   no line itself, and some rank's that it handed lines to the application's thread), --coll bcast|allgather|allgatherv|reduce|
 #   reduce_scatter_block|gather|scatter|alltoall|alltoallv|iallreduce|ialltoall|
 #   ireduce_scatter_block (fault, flap and cut: the loop runs that collective
 #   instead of MPI_Allreduce, with the same checks, the i-forms started and
@@ -83,7 +85,7 @@ esac
 # Defaults per mode: loop length, schedule, bounds.
 seconds=12 fault_at=3 heal_at=6.5 detect_max='' slow_max=3
 flap_down=0.3 flap_up=0.3 flap_count=10 mem_after=1.5 mem_max_kb=
-peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0 device=0
+peer_timeout=3 error_max=8 end_max=30 fatal=0 np='' verbose=1 after=0 device=0 thread_lines=0
 rate_a=50mbit rate_b=500mbit keep_log= coll=allreduce
 mca=()
 case $mode in
@@ -117,6 +119,7 @@ while [ $# -gt 0 ]; do
     --env) mca+=(-x "${2:?}"); shift ;;
     --keep-log) keep_log=${2:?}; shift ;;
     --device) device=1 ;;
+    --thread-lines) thread_lines=1 ;;
     --coll) coll=${2:?}; shift ;;
     *) echo "run_failover.sh: unknown option $1" >&2; usage ;;
   esac
@@ -272,6 +275,22 @@ nstart=$(grep -c "communicator MPI_COMM_WORLD .*allreduce runs on dualrail" "$lo
 if [ "$device" -eq 1 ]; then
   n=$(grep -c "coll/dualrail: rank [0-9]*: staging for device buffers on MPI_COMM_WORLD" "$log" || true)
   [ "$n" -eq "$np" ] || fail "device buffers staged on $n of $np ranks"
+fi
+if [ "$thread_lines" -eq 1 ]; then
+  # "progress thread: ... collective(s) ...; P line(s) printed on it, H handed over"
+  tl=$(sed -n 's/.*progress thread: .*; \([0-9]*\) line(s) printed on it, \([0-9]*\) handed over.*/\1 \2/p' "$log")
+  n=$(printf '%s\n' "$tl" | grep -c . || true)
+  on=$(printf '%s\n' "$tl" | awk '{ s += $1 } END { print s + 0 }')
+  handed=$(printf '%s\n' "$tl" | awk '{ s += $2 } END { print s + 0 }')
+  if [ "$n" -ne "$np" ]; then
+    fail "progress thread's line counts on $n of $np ranks"
+  elif [ "$on" -ne 0 ]; then
+    fail "$on line(s) printed on the progress thread itself (below MPI_THREAD_MULTIPLE)"
+  elif [ "$handed" -eq 0 ]; then
+    fail "no line came from the progress thread: nothing checked"
+  else
+    ok "the progress thread printed nothing itself, $handed line(s) printed for it"
+  fi
 fi
 if grep -q "WRONG RESULT" "$log"; then fail "wrong results: $(grep -m1 'WRONG RESULT' "$log" | cut -d' ' -f2-)"; fi
 
