@@ -4,6 +4,7 @@
 # 15-30 % from run to run, more than a change of a tenth of the path's work moves them).
 #
 #   perf/instr_count.sh [--configs LIST] [--size BYTES] [--calls N] [--baseline-build DIR]
+#                       [--functions N]
 #
 # For each configuration of LIST (names of contrib/lib/latency.sh; default
 # dualrail-2a,dualrail-2u,ucx,ob1-tcp), dualrail-allreduce-bench's back-to-back rate loop
@@ -18,6 +19,9 @@
 #              pml ucx's tag path; mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match:
 #              ob1's, whose libevent callback has no symbol), per call
 #   work       total - progress + handlers: a call's own instructions without its polls
+# --functions N: after the table, each configuration's N largest self costs per call by
+# function (code inlined into a function counts where callgrind puts it: under the file it
+# came from), the same difference of two runs.
 # With --baseline-build DIR each dualrail configuration also runs with the component and
 # ucx_mr of DIR ("before"). Uses its own lab (prefix drinstr unless DUALRAIL_LAB_PREFIX is
 # set), removed at exit. Needs root and valgrind (apt-get install valgrind). Bounded: each
@@ -25,20 +29,22 @@
 set -euo pipefail
 export LC_ALL=C
 root=$(cd "$(dirname "$0")/.." && pwd)
-configs=dualrail-2a,dualrail-2u,ucx,ob1-tcp size=8 calls=2000 baseline=
+configs=dualrail-2a,dualrail-2u,ucx,ob1-tcp size=8 calls=2000 baseline= functions=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --configs) configs=${2:?}; shift ;;
     --size) size=${2:?}; shift ;;
     --calls) calls=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --functions) functions=${2:?}; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "instr_count.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
 done
 [[ $size =~ ^[0-9]+$ && $size -ge 4 && $size -le 65536 ]] || { echo "instr_count.sh: --size 4..65536" >&2; exit 1; }
 [[ $calls =~ ^[0-9]+$ && $calls -ge 100 && $calls -le 20000 ]] || { echo "instr_count.sh: --calls 100..20000" >&2; exit 1; }
+[[ $functions =~ ^[0-9]+$ && $functions -le 200 ]] || { echo "instr_count.sh: --functions 0..200" >&2; exit 1; }
 if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
   echo "instr_count.sh: valgrind missing (apt-get install valgrind)" >&2
   exit 1
@@ -100,23 +106,31 @@ for name in "${names[@]}"; do
   count "$name" "$b" $((3 * calls))
 done
 
-python3 - "$work" "$calls" "$size" "${names[@]}" <<'PY'
+python3 - "$work" "$calls" "$size" "$functions" "${names[@]}" <<'PY'
 import re, subprocess, sys
-work, calls, size, names = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+work, calls, size, top, names = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+                                 sys.argv[5:])
 POLL = ("dr_mr_progress", "opal_progress")
 HANDLERS = ("ucp_am_handler", "ucp_eager_only_handler", "mca_btl_tcp_frag_recv",
             "mca_pml_ob1_recv_frag_callback_match")
 
-def inclusive(path):
-    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100",
-                          path], capture_output=True, text=True, check=True).stdout
+def costs(path, inclusive=True):
+    """Function -> cost: inclusive (the largest entry of a name) or self (summed over the
+    files callgrind splits a function's inlined code into)."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=" + ("yes" if inclusive else "no"),
+                          "--auto=no", "--threshold=100", path],
+                         capture_output=True, text=True, check=True).stdout
     cost = {}
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S+)", line)
         if m:
             fn = re.sub(r"\(.*", "", m.group(2).split(":", 1)[-1])
-            cost[fn] = max(cost.get(fn, 0), int(m.group(1).replace(",", "")))
+            v = int(m.group(1).replace(",", ""))
+            cost[fn] = max(cost.get(fn, 0), v) if inclusive else cost.get(fn, 0) + v
     return cost
+
+def inclusive(path):
+    return costs(path, True)
 
 print(f"# instructions per {size}-byte MPI_Allreduce on rank 0 (2 lab nodes x 1 rank, callgrind,")
 print(f"# ({3 * calls} - {calls} calls) / {2 * calls}; work = total - progress + handlers)")
@@ -126,4 +140,10 @@ for name in names:
     per = lambda keys: sum(c.get(k, 0) - a.get(k, 0) for k in keys) / (2 * calls)
     total, poll, hand = per(("PMPI_Allreduce",)), per(POLL), per(HANDLERS)
     print("%-22s %9.0f %9.0f %9.0f %9.0f" % (name, total, poll, hand, total - poll + hand))
+for name in names if top > 0 else []:
+    a, c = costs(f"{work}/{name}.{calls}", False), costs(f"{work}/{name}.{3 * calls}", False)
+    rows = sorted(((c.get(k, 0) - a.get(k, 0)) / (2 * calls), k) for k in set(a) | set(c))
+    print(f"\n# {name}: the {top} largest self costs per call (instructions, function)")
+    for v, k in [r for r in reversed(rows) if r[1] != "PROGRAM"][:top]:
+        print("%9.0f  %s" % (v, k[:100]))
 PY
