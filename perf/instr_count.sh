@@ -29,7 +29,7 @@
 set -euo pipefail
 export LC_ALL=C
 root=$(cd "$(dirname "$0")/.." && pwd)
-configs=dualrail-2a,dualrail-2u,ucx,ob1-tcp size=8 calls=2000 baseline= functions=0
+configs=dualrail-2a,dualrail-2u,ucx,ob1-tcp size=8 calls=2000 baseline='' functions=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --configs) configs=${2:?}; shift ;;
