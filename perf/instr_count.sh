@@ -20,8 +20,8 @@
 #              ob1's, whose libevent callback has no symbol), per call
 #   work       total - progress + handlers: a call's own instructions without its polls
 # --functions N: after the table, each configuration's N largest self costs per call by
-# function (code inlined into a function counts where callgrind puts it: under the file it
-# came from), the same difference of two runs.
+# function (code inlined into a function counts as that function's, whichever file it came
+# from), the same difference of two runs.
 # With --baseline-build DIR each dualrail configuration also runs with the component and
 # ucx_mr of DIR ("before"). Uses its own lab (prefix drinstr unless DUALRAIL_LAB_PREFIX is
 # set), removed at exit. Needs root and valgrind (apt-get install valgrind). Bounded: each
