@@ -372,8 +372,9 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
                                 mca_coll_base_module_t *module);
 void mca_coll_dualrail_nb_open(void);
 void mca_coll_dualrail_nb_close(void);
-/* opal_output of one line (at most 511 characters) from any thread: on the progress thread
- * below MPI_THREAD_MULTIPLE the line is queued for the application's thread. */
+/* opal_output of one line from any thread: on the progress thread below
+ * MPI_THREAD_MULTIPLE the line (its first 511 characters) is queued for the application's
+ * thread; elsewhere printed at once (its first 2047 characters). */
 void mca_coll_dualrail_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void mca_coll_dualrail_nb_module_init(mca_coll_dualrail_module_t *m);
 void mca_coll_dualrail_nb_module_fini(mca_coll_dualrail_module_t *m);

@@ -117,27 +117,27 @@ static int nb_on_progress_thread(void)
 
 void mca_coll_dualrail_say(const char *fmt, ...)
 {
-    char line[DUALRAIL_NB_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (nb_on_progress_thread()) {
-        if (!mca_coll_dualrail_component.thread_multiple) {
-            pthread_mutex_lock(&nb_deferred_mu);
-            if (nb_lines_n < DUALRAIL_NB_LINES) {
-                memcpy(nb_lines[nb_lines_n], line, sizeof(line));
-                __atomic_store_n(&nb_lines_n, nb_lines_n + 1, __ATOMIC_RELEASE);
-            } else {
-                ++nb_lines_dropped;
-            }
-            ++nb_lines_handed;
-            pthread_mutex_unlock(&nb_deferred_mu);
-            return;
+    if (nb_on_progress_thread() && !mca_coll_dualrail_component.thread_multiple) {
+        pthread_mutex_lock(&nb_deferred_mu);
+        if (nb_lines_n < DUALRAIL_NB_LINES) {
+            vsnprintf(nb_lines[nb_lines_n], DUALRAIL_NB_LINE_MAX, fmt, ap);
+            __atomic_store_n(&nb_lines_n, nb_lines_n + 1, __ATOMIC_RELEASE);
+        } else {
+            ++nb_lines_dropped;
         }
-        ++nb_lines_said_on_thread;
+        ++nb_lines_handed;
+        pthread_mutex_unlock(&nb_deferred_mu);
+    } else {
+        char line[2048];
+        vsnprintf(line, sizeof(line), fmt, ap);
+        if (nb_on_progress_thread()) {
+            ++nb_lines_said_on_thread;
+        }
+        opal_output(mca_coll_dualrail_component.output, "%s", line);
     }
-    opal_output(mca_coll_dualrail_component.output, "%s", line);
+    va_end(ap);
 }
 
 /* Print what the progress thread queued (the application's thread). The thread does not

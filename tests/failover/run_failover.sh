@@ -44,9 +44,10 @@
 #   --verbose N (coll_dualrail_verbose, default 1; 3 adds ucx_mr's debug
 #   lines), --keep-log FILE (the stamped log), --device (the loop's buffers in
 #   the host stand-in's device memory, coll_dualrail_gpu_standin 1; checks
-#   that every rank staged them), --thread-lines (with coll_dualrail_progress_thread 1
-#   below MPI_THREAD_MULTIPLE: every rank's finalize line says the progress thread printed
-#   no line itself, and some rank's that it handed lines to the application's thread), --coll bcast|allgather|allgatherv|reduce|
+#   that every rank staged them), --thread-lines (with coll_dualrail_progress_thread
+#   1 below MPI_THREAD_MULTIPLE: every rank's finalize line says the progress thread
+#   printed no line itself, and some rank's that it handed lines to the application's
+#   thread), --coll bcast|allgather|allgatherv|reduce|
 #   reduce_scatter_block|gather|scatter|alltoall|alltoallv|iallreduce|ialltoall|
 #   ireduce_scatter_block (fault, flap and cut: the loop runs that collective
 #   instead of MPI_Allreduce, with the same checks, the i-forms started and
