@@ -117,9 +117,10 @@ static int nb_on_progress_thread(void)
 
 void mca_coll_dualrail_say(const char *fmt, ...)
 {
+    const int on_thread = nb_on_progress_thread();
     va_list ap;
     va_start(ap, fmt);
-    if (nb_on_progress_thread() && !mca_coll_dualrail_component.thread_multiple) {
+    if (on_thread && !mca_coll_dualrail_component.thread_multiple) {
         pthread_mutex_lock(&nb_deferred_mu);
         if (nb_lines_n < DUALRAIL_NB_LINES) {
             vsnprintf(nb_lines[nb_lines_n], DUALRAIL_NB_LINE_MAX, fmt, ap);
@@ -132,7 +133,7 @@ void mca_coll_dualrail_say(const char *fmt, ...)
     } else {
         char line[2048];
         vsnprintf(line, sizeof(line), fmt, ap);
-        if (nb_on_progress_thread()) {
+        if (on_thread) {
             ++nb_lines_said_on_thread;
         }
         opal_output(mca_coll_dualrail_component.output, "%s", line);

@@ -11,10 +11,11 @@
  *
  * Two ucx_mr contexts on lab nodes 0 and 1, both planes, exchange 8-byte messages back and
  * forth for --seconds (default 10, counted by rank 0, whose last message says stop);
- * run_cold_plane.sh --reset 2 5 resets node 1's plane A from 2 s to 5 s. At the end each rank prints its plane A counters and exits 0 when plane A went down
- * at least once, was re-admitted, and sent at most --max-probes probes (default 60:
- * liveness pings included), else 1; 2 on bad arguments or a set-up failure. Every wait is
- * bounded (10 s), the loop by time and by 2,000,000 exchanges.
+ * run_cold_plane.sh --reset 2 5 resets node 1's plane A from 2 s to 5 s. At the end each
+ * rank prints its plane A counters and exits 0 when plane A went down at least once, was
+ * re-admitted, and sent at most --max-probes probes (default 60: liveness pings
+ * included), else 1; 2 on bad arguments or a set-up failure. Every wait is bounded
+ * (10 s), the loop by time and by 2,000,000 exchanges.
  *
  *   probe_backoff_check --rank 0|1 --dir DIR [--seconds S] [--max-probes N]
  */
