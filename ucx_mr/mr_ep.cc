@@ -119,6 +119,7 @@ void Mr::ep_close(Link *l, bool sever)
     ucp_ep_h ep = l->ep;
     l->ep = nullptr;
     l->ep_failed = false;
+    l->proven = false; /* a new endpoint wires up anew */
     ucp_request_param_t param;
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;

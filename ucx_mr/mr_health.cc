@@ -38,6 +38,18 @@ constexpr uint64_t kProbeTimeoutUs = 500000;
 /* Two sides' probes of one link this far apart do not cross (a probe's round trip on a
  * live plane takes milliseconds). */
 constexpr uint64_t kProbeStaggerUs = 100000;
+/*
+ * A link whose endpoint has carried nothing yet is declared down by the stall rule only
+ * after this many stall periods of silence. Its first ping makes the endpoint, and UCX's
+ * wire-up takes several exchanges, each of which waits for the peer to progress that
+ * plane: a peer that computes between short calls (an 8-byte allreduce every 0.3 s, on
+ * the plane its small messages use) is back in MPI for microseconds at a time, and the
+ * plane it never used needed more than a stall period to answer, while the small plane
+ * answered at every call. Declared down, its re-admission then crossed with the peer's
+ * (UCX 1.13 asserted) and an allreduce failed. A plane black-holed before it ever
+ * carried anything is still found, later.
+ */
+constexpr uint64_t kUnprovenStalls = 4;
 
 uint64_t Mr::others_progress(const Peer *p, const Link *except) const
 {
@@ -70,6 +82,7 @@ void Mr::note_progress(Link *l, uint64_t now)
         }
     }
     l->last_progress = now;
+    l->proven = true;
     l->ping_out = false;
     l->other_alive = 0;
 }
@@ -246,6 +259,7 @@ void Mr::readmit(Link *l)
     l->ping_out = false;
     l->other_alive = 0;
     l->last_progress = now;
+    l->proven = true; /* the pong came on the probe's endpoint */
     l->readmitted_at = now;
     l->inflight = 0;
     l->reason.clear();
@@ -415,11 +429,12 @@ void Mr::watchdog(uint64_t now)
             /* ... and we read this plane since (a cold plane is read every few progress
              * calls): a rank back from computing has the answer waiting in its socket. */
             const uint64_t half = l->other_alive + stall_us / 2;
+            const uint64_t quiet = age_us(now, std::max(l->last_progress, p->busy_since));
             if (age_us(now, l->other_alive) > stall_us && other_last >= half &&
-                planes[i]->polled_at >= half) {
+                planes[i]->polled_at >= half && (l->proven || quiet > kUnprovenStalls * stall_us)) {
                 char why[160];
                 snprintf(why, sizeof(why), "silent for %.2f s while another plane answered",
-                         (double)age_us(now, std::max(l->last_progress, p->busy_since)) / 1e6);
+                         (double)quiet / 1e6);
                 declare_down(l, why);
             }
         }

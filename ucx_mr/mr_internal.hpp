@@ -118,7 +118,8 @@ struct Plane {
  * flight the other planes have nothing to deliver: polling each of them costs a system
  * call per poll and measurably lengthens a small collective. Such a cold plane is still
  * polled every kColdPollEvery calls (control messages, probes, connection set-up), and
- * turns hot for kHotUs with anything sent or arriving on it. */
+ * turns hot for kHotUs with anything sent or arriving on it, and every plane is polled
+ * in the first call after a pause of more than kHotUs (dr_mr_progress). */
 constexpr uint32_t kColdPollEvery = 8;
 /* Requests a peer's lists may hold before a progress call that finished one sweeps them
  * anyway (dr_mr_progress). */
@@ -147,6 +148,9 @@ struct Link {
     bool ping_out = false;
     uint64_t ping_sent = 0;
     uint64_t other_alive = 0;    /* when another plane of the peer answered after our ping */
+    /* The link progressed since its endpoint was made: its UCX wire-up is over. Until then
+     * the stall rule waits kUnprovenStalls stall periods (mr_health.cc, watchdog). */
+    bool proven = false;
     uint32_t ping_id = 0;
     /* down / re-admission */
     uint64_t down_at = 0;
@@ -350,6 +354,7 @@ struct Mr {
      * another poll of every plane (a system call each). */
     uint64_t finished = 0;
     uint32_t polls = 0;           /* dr_mr_progress calls, for the cold planes' turn */
+    uint64_t progress_at = 0;     /* when the last dr_mr_progress call began */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
     uint64_t last_watchdog = 0;

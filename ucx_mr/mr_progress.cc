@@ -31,8 +31,16 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
      * draining one plane first delayed the other's arrivals by a whole burst, and the
      * delivery spans the weights are learned from (mr_weights.cc) read that as a slower
      * plane. A cold plane (nothing of ours in UCX, nothing sent or seen for kHotUs) is
-     * polled every kColdPollEvery calls only. */
-    const bool all = ++mr->polls % kColdPollEvery == 0;
+     * polled every kColdPollEvery calls only, and in the first call after a pause (the
+     * process computed, or waited elsewhere, for more than kHotUs): its peers' pings on
+     * every plane are answered the moment it is back. Seen: a rank that computed 0.15 s
+     * between 8-byte allreduces polled only the plane its small messages use in each
+     * short call, so the other plane's pings went unanswered for calls on end while that
+     * plane answered, and its peer declared the healthy plane down (the stall rule);
+     * its re-admission then crossed with the next failover and failed an allreduce. */
+    const bool back = mr->clock - mr->progress_at > kHotUs;
+    mr->progress_at = mr->clock;
+    const bool all = ++mr->polls % kColdPollEvery == 0 || back;
     bool active[DR_MAX_PLANES];
     const size_t np = mr->planes.size();
     for (size_t k = 0; k < np; ++k) {

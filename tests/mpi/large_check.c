@@ -13,7 +13,7 @@
  *   large_check [--only NAME[,NAME...]]   (allreduce allreduce_double bcast reduce
  *                                allgather allgatherv
  *                                reduce_scatter_block reduce_scatter gather gatherv
- *                                scatter scatterv alltoall imbalance)
+ *                                scatter scatterv alltoall imbalance pauses)
  *
  * Prints "N passed, 0 failed" on rank 0 when every collective gave exact results on
  * every rank. The verdicts travel by point-to-point messages, not by a collective under
@@ -425,6 +425,29 @@ static void t_imbalance(void)
     note(ok, "6 x 4 B, one rank late", now() - t, 24);
 }
 
+/* One rank out of MPI between short calls, as an application computing between two dot
+ * products, while the other waits in them: 20 pauses of 0.15 s, then 20 of 0.3 s, each
+ * before a 4-byte allreduce (the pausing rank sleeps: out of MPI either way). The waiting
+ * rank pings both planes; the late one, back for microseconds at a time, must answer on
+ * the plane its small messages never use too: no plane may be declared down. Before the
+ * fix the unused plane was declared down in every run, and at 0.3 s UCX 1.13 asserted in
+ * the re-admission that followed or an allreduce failed. */
+static void t_pauses(void)
+{
+    bool ok = true;
+    double t = now();
+    for (int k = 0; k < 40; ++k) {
+        if (rank == size - 1) {
+            struct timespec ts = {0, k < 20 ? 150000000 : 300000000};
+            nanosleep(&ts, NULL);
+        }
+        int32_t v = rank + k, w = 0;
+        int rc = MPI_Allreduce(&v, &w, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        ok = ok && rc == MPI_SUCCESS && w == size * (size - 1) / 2 + size * k;
+    }
+    note(ok, "40 x 4 B, one rank pausing", now() - t, 160);
+}
+
 /* name is one of the comma-separated names in list */
 static bool listed(const char *list, const char *name)
 {
@@ -474,11 +497,14 @@ int main(int argc, char **argv)
                  {"scatter", t_scatter},
                  {"scatterv", t_scatterv},
                  {"alltoall", t_alltoall},
-                 {"imbalance", t_imbalance}};
+                 {"imbalance", t_imbalance},
+                 {"pauses", t_pauses}};
     int ran = 0;
     for (size_t k = 0; k < sizeof(tests) / sizeof(tests[0]); ++k) {
-        /* the late rank is a check of its own (--only imbalance), not a large message */
-        const bool opt_in = strcmp(tests[k].name, "imbalance") == 0;
+        /* the late ranks are checks of their own (--only imbalance,pauses), not large
+         * messages */
+        const bool opt_in =
+            strcmp(tests[k].name, "imbalance") == 0 || strcmp(tests[k].name, "pauses") == 0;
         if (only == NULL ? !opt_in : listed(only, tests[k].name)) {
             tests[k].fn();
             ++ran;

@@ -42,6 +42,7 @@ verdict_passed "$out" "[1-9][0-9]*" || fail "the check did not pass"
 [ $# -eq 0 ] || kinds=${2//,/ } # --only NAME[,NAME...]
 kinds=${kinds/allreduce_double/allreduce}
 kinds=${kinds/imbalance/allreduce}
+kinds=${kinds/pauses/allreduce}
 for k in $kinds; do
   n=$(grep -Ec "communicator MPI_COMM_WORLD \(cid 0\): [1-9][0-9]* $k call\(s\), 0 handed" "$out" ||
     true)
