@@ -298,15 +298,22 @@ dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, co
 typedef struct mca_coll_dualrail_nb_staging_t {
     void *host_s, *host_r; /* malloc'ed host copies; NULL where that buffer is host memory */
     void *dev_r;           /* the device receive buffer the result goes to, or NULL */
+    void *user_r;          /* the host receive buffer a result with holes goes to, or NULL */
     size_t out_bytes;      /* the result's bytes, from host_r's start */
+    struct ompi_datatype_t *holes; /* a pair type with holes: its type map only goes out */
+    size_t elem;                   /* holes' extent */
 } mca_coll_dualrail_nb_staging_t;
 /* Replace *sendbuf (s_bytes; NULL: in place or nothing) and *recvbuf (r_bytes) by host
  * copies where they are device memory: the send buffer copied whole, the receive buffer's
  * first in_bytes (what the call reads there: in place, a bcast's root), out_bytes of it
- * copied back by nb_stage_out. On failure nothing is left allocated (*s is zeroed). */
+ * copied back by nb_stage_out. holes (a reduction's pair type with holes, extent elem, or
+ * NULL): a host receive buffer gets a host copy too, and the result goes out through the
+ * type map only (mca_coll_dualrail_result_out). On failure nothing is left allocated (*s is
+ * zeroed). */
 dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, const void **sendbuf,
                                           size_t s_bytes, void **recvbuf, size_t r_bytes,
-                                          size_t in_bytes, size_t out_bytes, char *err,
+                                          size_t in_bytes, size_t out_bytes,
+                                          struct ompi_datatype_t *holes, size_t elem, char *err,
                                           size_t errlen);
 /* The result to the device (st: the call's outcome; nothing is copied after a failure), then
  * the host copies freed; the outcome, or the copy's failure. */
@@ -323,6 +330,15 @@ void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *a
 /* Whether (op, dtype) is a predefined commutative reduction this component runs. */
 bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t *dtype,
                                     size_t *elem_size);
+/* dtype when its type map has fewer bytes than its extent (a pair type with a hole:
+ * MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT), else NULL. Such a
+ * reduction's result reaches the caller through mca_coll_dualrail_result_out. */
+struct ompi_datatype_t *mca_coll_dualrail_holes(struct ompi_datatype_t *dtype);
+/* bytes of a result (host memory) into dst (device memory where dev): whole, or only the
+ * type map's bytes of each elem-byte element of holes (non-NULL), dst's holes untouched. */
+dr_status_t mca_coll_dualrail_result_out(void *dst, const void *result, size_t bytes, bool dev,
+                                         struct ompi_datatype_t *holes, size_t elem, char *err,
+                                         size_t errlen);
 
 /* What the allreduce needs to reduce: the op and the datatype. */
 typedef struct mca_coll_dualrail_reduce_ctx_t {

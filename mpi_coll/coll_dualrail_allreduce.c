@@ -8,6 +8,8 @@
 #include "coll_dualrail.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
@@ -15,6 +17,45 @@
 
 #include "dr_coll.h"
 #include "dr_coll_gpu.h"
+
+/*
+ * A pair type with holes (mca_coll_dualrail_holes): the call runs in place on a host copy of
+ * its input and the result goes to rbuf through the type map only (result_out), so rbuf's
+ * holes stay the caller's. Device buffers too, whole, through that copy (these types have
+ * no GPU kernel; the CPU reduces them in any case). A failure to copy fails this rank
+ * before it communicates (as the staging of the other collectives).
+ */
+static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allreduce_args_t *a,
+                                   void *rbuf, struct ompi_datatype_t *holes, char *err,
+                                   size_t errlen)
+{
+    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
+    const size_t bytes = a->count * a->elem_size;
+    const void *in = a->sendbuf != NULL ? a->sendbuf : rbuf;
+    void *host = bytes != 0 ? malloc(bytes) : NULL;
+    dr_status_t st = DR_OK;
+    if (bytes != 0 && host == NULL) {
+        snprintf(err, errlen, "no host memory to stage %zu bytes", bytes);
+        return DR_ERR_NO_MEMORY;
+    }
+    if (bytes != 0 && dr_buffers_on_device(mem, in, NULL)) {
+        st = mca_coll_dualrail_stage(host, in, bytes, in, err, errlen);
+    } else if (bytes != 0) {
+        memcpy(host, in, bytes);
+    }
+    a->sendbuf = NULL;
+    a->recvbuf = host;
+    if (st == DR_OK) {
+        st = dr_allreduce(cm->mr, a, err, errlen);
+    }
+    if (st == DR_OK) {
+        st = mca_coll_dualrail_result_out(rbuf, host, bytes,
+                                          bytes != 0 && dr_buffers_on_device(mem, NULL, rbuf),
+                                          holes, a->elem_size, err, errlen);
+    }
+    free(host);
+    return st;
+}
 
 int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -57,8 +98,11 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                      dr_allreduce_choose(&a));
     char err[512];
     dr_status_t st;
-    /* GPU buffers (issue 6): staged through pinned host memory; same wire schedule. */
-    if (dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), a.sendbuf, rbuf)) {
+    struct ompi_datatype_t *holes = mca_coll_dualrail_holes(dtype);
+    if (holes != NULL) {
+        st = allreduce_holes(cm, &a, rbuf, holes, err, sizeof(err));
+    } else if (dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), a.sendbuf, rbuf)) {
+        /* GPU buffers (issue 6): staged through pinned host memory; same wire schedule. */
         int rc = mca_coll_dualrail_allreduce_device(m, a.sendbuf, rbuf, dtype, op, &a, err,
                                                     sizeof(err), &st);
         if (rc != OMPI_SUCCESS) {

@@ -9,6 +9,7 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ompi/datatype/ompi_datatype.h"
@@ -199,4 +200,47 @@ dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, co
         return DR_ERR_GPU;
     }
     return DR_OK;
+}
+
+/*
+ * A reduction's result into the caller's receive buffer (host or, dev, device memory): whole
+ * bytes, or for a pair type with holes (holes: MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT,
+ * MPI_LONG_DOUBLE_INT; see mca_coll_dualrail_holes) only the bytes of its type map. The
+ * algorithms move and reduce whole extents, so a result computed in place in the caller's
+ * buffer carried some other rank's padding in its holes, where MPI writes nothing (stock
+ * Open MPI leaves them as they were). A device buffer is read, filled in and written back.
+ */
+dr_status_t mca_coll_dualrail_result_out(void *dst, const void *result, size_t bytes, bool dev,
+                                         struct ompi_datatype_t *holes, size_t elem, char *err,
+                                         size_t errlen)
+{
+    if (bytes == 0) {
+        return DR_OK;
+    }
+    if (holes == NULL) {
+        if (dev) {
+            return mca_coll_dualrail_stage(dst, result, bytes, dst, err, errlen);
+        }
+        memcpy(dst, result, bytes);
+        return DR_OK;
+    }
+    void *host = dst;
+    dr_status_t st = DR_OK;
+    if (dev) {
+        if ((host = malloc(bytes)) == NULL) {
+            snprintf(err, errlen, "no host memory to stage %zu bytes", bytes);
+            return DR_ERR_NO_MEMORY;
+        }
+        st = mca_coll_dualrail_stage(host, dst, bytes, dst, err, errlen);
+    }
+    if (st == DR_OK) {
+        ompi_datatype_copy_content_same_ddt(holes, bytes / elem, host, (char *)result);
+    }
+    if (dev) {
+        if (st == DR_OK) {
+            st = mca_coll_dualrail_stage(dst, host, bytes, dst, err, errlen);
+        }
+        free(host);
+    }
+    return st;
 }

@@ -141,7 +141,8 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
  */
 dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, const void **sendbuf,
                                           size_t s_bytes, void **recvbuf, size_t r_bytes,
-                                          size_t in_bytes, size_t out_bytes, char *err,
+                                          size_t in_bytes, size_t out_bytes,
+                                          struct ompi_datatype_t *holes, size_t elem, char *err,
                                           size_t errlen)
 {
     const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
@@ -164,7 +165,19 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
             s->dev_r = *recvbuf;
             s->out_bytes = out_bytes;
         }
+    } else if (st == DR_OK && holes != NULL && *recvbuf != NULL && r_bytes != 0 &&
+               out_bytes != 0) {
+        if ((s->host_r = malloc(r_bytes)) == NULL) {
+            snprintf(err, errlen, "no host memory for a copy of %zu bytes", r_bytes);
+            st = DR_ERR_NO_MEMORY;
+        } else {
+            memcpy(s->host_r, *recvbuf, in_bytes);
+            s->user_r = *recvbuf;
+            s->out_bytes = out_bytes;
+        }
     }
+    s->holes = holes;
+    s->elem = elem;
     if (st != DR_OK) {
         mca_coll_dualrail_nb_stage_free(s);
         return st;
@@ -181,8 +194,10 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
 dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr_status_t st,
                                            char *err, size_t errlen)
 {
-    if (st == DR_OK && s->dev_r != NULL) {
-        st = mca_coll_dualrail_stage(s->dev_r, s->host_r, s->out_bytes, s->dev_r, err, errlen);
+    if (st == DR_OK && (s->dev_r != NULL || s->user_r != NULL)) {
+        st = mca_coll_dualrail_result_out(s->dev_r != NULL ? s->dev_r : s->user_r, s->host_r,
+                                          s->out_bytes, s->dev_r != NULL, s->holes, s->elem, err,
+                                          errlen);
     }
     mca_coll_dualrail_nb_stage_free(s);
     return st;

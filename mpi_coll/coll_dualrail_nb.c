@@ -524,11 +524,13 @@ static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *c
  * released.
  */
 static int staged(mca_coll_dualrail_request_t *req, const void **sendbuf, size_t s_bytes,
-                  void **recvbuf, size_t r_bytes, size_t in_bytes, size_t out_bytes)
+                  void **recvbuf, size_t r_bytes, size_t in_bytes, size_t out_bytes,
+                  struct ompi_datatype_t *holes, size_t elem)
 {
     char err[256];
-    const dr_status_t st = mca_coll_dualrail_nb_stage_in(
-        &req->staging, sendbuf, s_bytes, recvbuf, r_bytes, in_bytes, out_bytes, err, sizeof(err));
+    const dr_status_t st =
+        mca_coll_dualrail_nb_stage_in(&req->staging, sendbuf, s_bytes, recvbuf, r_bytes,
+                                      in_bytes, out_bytes, holes, elem, err, sizeof(err));
     if (st == DR_OK) {
         return OMPI_SUCCESS;
     }
@@ -637,7 +639,8 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
     };
     const size_t bytes = a.count * elem;
     /* in place, recvbuf is the input too */
-    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, bytes, a.sendbuf ? 0 : bytes, bytes);
+    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, bytes, a.sendbuf ? 0 : bytes, bytes,
+                          mca_coll_dualrail_holes(dtype), elem);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -689,7 +692,8 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
     a.small_max_bytes = cm->bcast_small_max_bytes;
     const bool is_root = a.rank == root;
     const int sr =
-        staged(req, &a.sendbuf, 0, &a.recvbuf, bytes, is_root ? bytes : 0, is_root ? 0 : bytes);
+        staged(req, &a.sendbuf, 0, &a.recvbuf, bytes, is_root ? bytes : 0, is_root ? 0 : bytes,
+               NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -731,7 +735,8 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     a.small_max_bytes = cm->allgather_small_max_bytes;
     const size_t total = bytes * (size_t)a.size;
     /* in place, this rank's block is read from recvbuf (the whole of it is copied) */
-    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, total, inplace ? total : 0, total);
+    const int sr =
+        staged(req, &a.sendbuf, bytes, &a.recvbuf, total, inplace ? total : 0, total, NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -797,7 +802,7 @@ int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rc
     const size_t total = a.bytes * (size_t)a.size;
     const bool inplace = a.sendbuf == NULL;
     const int sr = staged(req, &a.sendbuf, total, &a.recvbuf, inplace ? total : a.bytes,
-                          inplace ? total : 0, a.bytes);
+                          inplace ? total : 0, a.bytes, mca_coll_dualrail_holes(dtype), elem);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -839,7 +844,7 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
     mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &unused);
     const size_t total = bytes * (size_t)a.c.size;
     const int sr = staged(req, &a.c.sendbuf, total, &a.c.recvbuf, total,
-                          a.c.sendbuf == NULL ? total : 0, total);
+                          a.c.sendbuf == NULL ? total : 0, total, NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }

@@ -59,6 +59,15 @@ bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t
     return true;
 }
 
+struct ompi_datatype_t *mca_coll_dualrail_holes(struct ompi_datatype_t *dtype)
+{
+    size_t size = 0;
+    ptrdiff_t lb, extent;
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    return (ptrdiff_t)size < extent ? dtype : NULL;
+}
+
 enum {
     DUALRAIL_OWN_UNSET = -1, /* not classified yet: at the first reduction */
     DUALRAIL_OWN_NONE = 0,

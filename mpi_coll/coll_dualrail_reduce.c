@@ -65,7 +65,10 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
     char err[512];
     dr_status_t st = DR_OK;
     void *host = NULL;
-    if (dev_s || dev_r) {
+    /* A pair type with holes: the root's result reaches rbuf through the type map only
+     * (mca_coll_dualrail_result_out), computed on a host copy as for device buffers. */
+    struct ompi_datatype_t *holes = at_root ? mca_coll_dualrail_holes(dtype) : NULL;
+    if (dev_s || dev_r || (holes != NULL && bytes != 0)) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * root reduces in place on the host copy; the others send theirs. */
         host = malloc(bytes);
@@ -73,7 +76,7 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
         if (host == NULL) {
             snprintf(err, sizeof(err), "no host memory to stage %zu bytes", bytes);
             st = DR_ERR_NO_MEMORY;
-        } else if (inplace || dev_s) {
+        } else if (inplace ? dev_r : dev_s) {
             st = mca_coll_dualrail_stage(host, in, bytes, in, err, sizeof(err));
         } else {
             memcpy(host, in, bytes);
@@ -85,11 +88,8 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
         st = dr_reduce(cm->mr, &a, err, sizeof(err));
     }
     if (st == DR_OK && host != NULL && at_root) {
-        if (dev_r) {
-            st = mca_coll_dualrail_stage(rbuf, host, bytes, rbuf, err, sizeof(err));
-        } else {
-            memcpy(rbuf, host, bytes);
-        }
+        st = mca_coll_dualrail_result_out(rbuf, host, bytes, dev_r, holes, elem, err,
+                                          sizeof(err));
     }
     free(host);
     if (st != DR_OK) {

@@ -30,7 +30,8 @@
  * device staging around the call, the error report. total: this rank's input bytes,
  * mine: its block of the result. */
 static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, dr_coll_args_t *a,
-               const void *sbuf, void *rbuf, size_t total, size_t mine, const char *what)
+               const void *sbuf, void *rbuf, size_t total, size_t mine,
+               struct ompi_datatype_t *dtype, const char *what)
 {
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
@@ -41,7 +42,10 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
     char err[512];
     dr_status_t st = DR_OK;
     void *host = NULL;
-    if (dev_s || dev_r) {
+    /* A pair type with holes: this rank's block reaches rbuf through the type map only
+     * (mca_coll_dualrail_result_out), computed on a host copy as for device buffers. */
+    struct ompi_datatype_t *holes = mine != 0 ? mca_coll_dualrail_holes(dtype) : NULL;
+    if (dev_s || dev_r || holes != NULL) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * host copy runs in place: the input there, the result at its start. */
         const void *in = inplace ? rbuf : sbuf;
@@ -49,7 +53,7 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
         if (host == NULL) {
             snprintf(err, sizeof(err), "no host memory to stage %zu bytes", total);
             st = DR_ERR_NO_MEMORY;
-        } else if (inplace || dev_s) {
+        } else if (inplace ? dev_r : dev_s) {
             st = mca_coll_dualrail_stage(host, in, total, in, err, sizeof(err));
         } else {
             memcpy(host, in, total);
@@ -62,11 +66,8 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
                                : dr_reduce_scatter(cm->mr, a, err, sizeof(err));
     }
     if (st == DR_OK && host != NULL && mine != 0) {
-        if (dev_r) {
-            st = mca_coll_dualrail_stage(rbuf, host, mine, rbuf, err, sizeof(err));
-        } else {
-            memcpy(rbuf, host, mine);
-        }
+        st = mca_coll_dualrail_result_out(rbuf, host, mine, dev_r, holes, a->elem_size, err,
+                                          sizeof(err));
     }
     free(host);
     if (st != DR_OK) {
@@ -117,7 +118,8 @@ int mca_coll_dualrail_reduce_scatter_block(const void *sbuf, void *rbuf, int rco
                      "algorithm %d",
                      cm->world_rank, comm->c_name, rcount, dtype->name, op->o_name,
                      a.sendbuf == NULL ? " in place" : "", dr_reduce_scatter_block_choose(&a));
-    return run(m, comm, &a, sbuf, rbuf, bytes * (size_t)a.size, bytes, "MPI_Reduce_scatter_block");
+    return run(m, comm, &a, sbuf, rbuf, bytes * (size_t)a.size, bytes, dtype,
+               "MPI_Reduce_scatter_block");
 
 fallback:
     ++m->fallbacks[DR_KIND_REDUCE_SCATTER_BLOCK];
@@ -177,7 +179,7 @@ int mca_coll_dualrail_reduce_scatter(const void *sbuf, void *rbuf, const int *rc
                      cm->world_rank, comm->c_name, total, dtype->name, op->o_name,
                      a.sendbuf == NULL ? ", in place" : "");
     const int rc =
-        run(m, comm, &a, sbuf, rbuf, total, counts[ompi_comm_rank(comm)], "MPI_Reduce_scatter");
+        run(m, comm, &a, sbuf, rbuf, total, counts[ompi_comm_rank(comm)], dtype, "MPI_Reduce_scatter");
     free(counts);
     return rc;
 

@@ -3,7 +3,8 @@
  * with coll/dualrail selected (run_coll.sh checks that it ran them); the
  * reducing collectives (MPI_Reduce, MPI_Reduce_scatter_block,
  * MPI_Reduce_scatter) are checked by coll_check_reduce.c on the same
- * communicators.
+ * communicators, pair types with holes through every reduction by
+ * coll_check_holes.c.
  *
  * Every rank can generate every rank's data (a byte pattern of rank, index
  * and case), so each result is checked against a reference computed here,
@@ -325,6 +326,7 @@ int main(int argc, char **argv)
         /* each section's time on rank 0: what a slow path costs the CI run */
         double t0 = MPI_Wtime();
         reduce_checks(comms[c], names[c], quick || c != 0);
+        holes_checks(comms[c], names[c], quick || c != 0);
         double t1 = MPI_Wtime();
         allgatherv_checks(comms[c], names[c], quick || c != 0);
         double t2 = MPI_Wtime();

@@ -27,6 +27,9 @@ void note(bool ok, const char *what);
 void reduce_checks(MPI_Comm comm, const char *cname, bool quick);
 /* User-defined ops and derived datatypes through the previous module. */
 void reduce_fallbacks(void);
+/* coll_check_holes.c: pair types with holes (MPI_DOUBLE_INT...) through every reduction,
+ * blocking and not: exact results, the receive buffer's holes left as they were. */
+void holes_checks(MPI_Comm comm, const char *cname, bool quick);
 
 /* coll_check_v.c: MPI_Allgatherv with zero and skewed counts, gaps, in place; a derived
  * datatype through the previous module. */
