@@ -3,7 +3,8 @@
  * algorithm (dr_coll.h). What it does not handle goes to the previous module
  * before any data moves: user-defined or non-commutative ops, derived or
  * non-predefined datatypes, and (op, datatype) pairs MPI does not define (the
- * previous module raises the MPI error for those).
+ * previous module raises the MPI error for those). Pair types with holes run
+ * on a host copy (allreduce_holes).
  */
 #include "coll_dualrail.h"
 
@@ -31,16 +32,19 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
 {
     const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     const size_t bytes = a->count * a->elem_size;
+    if (bytes == 0) {
+        return dr_allreduce(cm->mr, a, err, errlen); /* nothing to write */
+    }
     const void *in = a->sendbuf != NULL ? a->sendbuf : rbuf;
-    void *host = bytes != 0 ? malloc(bytes) : NULL;
+    void *host = malloc(bytes);
     dr_status_t st = DR_OK;
-    if (bytes != 0 && host == NULL) {
+    if (host == NULL) {
         snprintf(err, errlen, "no host memory to stage %zu bytes", bytes);
         return DR_ERR_NO_MEMORY;
     }
-    if (bytes != 0 && dr_buffers_on_device(mem, in, NULL)) {
+    if (dr_buffers_on_device(mem, in, NULL)) {
         st = mca_coll_dualrail_stage(host, in, bytes, in, err, errlen);
-    } else if (bytes != 0) {
+    } else {
         memcpy(host, in, bytes);
     }
     a->sendbuf = NULL;
@@ -49,8 +53,7 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
         st = dr_allreduce(cm->mr, a, err, errlen);
     }
     if (st == DR_OK) {
-        st = mca_coll_dualrail_result_out(rbuf, host, bytes,
-                                          bytes != 0 && dr_buffers_on_device(mem, NULL, rbuf),
+        st = mca_coll_dualrail_result_out(rbuf, host, bytes, dr_buffers_on_device(mem, NULL, rbuf),
                                           holes, a->elem_size, err, errlen);
     }
     free(host);

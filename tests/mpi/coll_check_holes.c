@@ -226,8 +226,8 @@ void holes_checks(MPI_Comm comm, const char *cname, bool quick)
 {
     int csize;
     MPI_Comm_size(comm, &csize);
-    const size_t counts[] = {1, 7, 1000, 20001};
-    const int ncounts = quick ? 3 : 4;
+    const size_t counts[] = {0, 1, 7, 1000, 20001};
+    const int ncounts = quick ? 4 : 5;
     const MPI_Op ops[] = {MPI_MINLOC, MPI_MAXLOC};
     for (size_t t = 0; t < sizeof(ptypes) / sizeof(ptypes[0]); ++t) {
         for (int kind = 0; kind < 6; ++kind) {
