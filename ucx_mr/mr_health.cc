@@ -45,9 +45,9 @@ constexpr uint64_t kProbeStaggerUs = 100000;
  * plane: a peer that computes between short calls (an 8-byte allreduce every 0.3 s, on
  * the plane its small messages use) is back in MPI for microseconds at a time, and the
  * plane it never used needed more than a stall period to answer, while the small plane
- * answered at every call. Declared down, its re-admission then crossed with the peer's
- * (UCX 1.13 asserted) and an allreduce failed. A plane black-holed before it ever
- * carried anything is still found, later.
+ * answered at every call. Declared down, UCX 1.13 asserted in its re-admission and an
+ * allreduce failed. A plane black-holed before it ever carried anything is still found,
+ * 1.5 s later than others at the defaults.
  */
 constexpr uint64_t kUnprovenStalls = 4;
 

@@ -37,7 +37,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
      * between 8-byte allreduces polled only the plane its small messages use in each
      * short call, so the other plane's pings went unanswered for calls on end while that
      * plane answered, and its peer declared the healthy plane down (the stall rule);
-     * its re-admission then crossed with the next failover and failed an allreduce. */
+     * UCX 1.13 asserted in the re-admission that followed, and an allreduce failed. */
     const bool back = mr->clock - mr->progress_at > kHotUs;
     mr->progress_at = mr->clock;
     const bool all = ++mr->polls % kColdPollEvery == 0 || back;
