@@ -334,6 +334,10 @@ bool mca_coll_dualrail_op_supported(struct ompi_op_t *op, struct ompi_datatype_t
  * MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT), else NULL. Such a
  * reduction's result reaches the caller through mca_coll_dualrail_result_out. */
 struct ompi_datatype_t *mca_coll_dualrail_holes(struct ompi_datatype_t *dtype);
+/* *host: a malloc'ed copy of bytes of in (device memory where dev); the caller frees it. The
+ * way into a call run on host memory, mca_coll_dualrail_result_out the way out. */
+dr_status_t mca_coll_dualrail_host_copy(void **host, const void *in, size_t bytes, bool dev,
+                                        char *err, size_t errlen);
 /* bytes of a result (host memory) into dst (device memory where dev): whole, or only the
  * type map's bytes of each elem-byte element of holes (non-NULL), dst's holes untouched. */
 dr_status_t mca_coll_dualrail_result_out(void *dst, const void *result, size_t bytes, bool dev,

@@ -10,7 +10,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
@@ -36,17 +35,9 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
         return dr_allreduce(cm->mr, a, err, errlen); /* nothing to write */
     }
     const void *in = a->sendbuf != NULL ? a->sendbuf : rbuf;
-    void *host = malloc(bytes);
-    dr_status_t st = DR_OK;
-    if (host == NULL) {
-        snprintf(err, errlen, "no host memory to stage %zu bytes", bytes);
-        return DR_ERR_NO_MEMORY;
-    }
-    if (dr_buffers_on_device(mem, in, NULL)) {
-        st = mca_coll_dualrail_stage(host, in, bytes, in, err, errlen);
-    } else {
-        memcpy(host, in, bytes);
-    }
+    void *host = NULL;
+    dr_status_t st = mca_coll_dualrail_host_copy(&host, in, bytes,
+                                                 dr_buffers_on_device(mem, in, NULL), err, errlen);
     a->sendbuf = NULL;
     a->recvbuf = host;
     if (st == DR_OK) {

@@ -202,6 +202,22 @@ dr_status_t mca_coll_dualrail_stage(void *dst, const void *src, size_t bytes, co
     return DR_OK;
 }
 
+/* A host copy of bytes of in (device memory where dev) for a call to run on: *host is
+ * malloc'ed (the caller frees it, also after a failed copy), or NULL after DR_ERR_NO_MEMORY. */
+dr_status_t mca_coll_dualrail_host_copy(void **host, const void *in, size_t bytes, bool dev,
+                                        char *err, size_t errlen)
+{
+    if ((*host = malloc(bytes)) == NULL) {
+        snprintf(err, errlen, "no host memory to stage %zu bytes", bytes);
+        return DR_ERR_NO_MEMORY;
+    }
+    if (dev) {
+        return mca_coll_dualrail_stage(*host, in, bytes, in, err, errlen);
+    }
+    memcpy(*host, in, bytes);
+    return DR_OK;
+}
+
 /*
  * A reduction's result into the caller's receive buffer (host or, dev, device memory): whole
  * bytes, or for a pair type with holes (holes: MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT,

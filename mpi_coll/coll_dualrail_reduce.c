@@ -71,16 +71,8 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
     if (dev_s || dev_r || (holes != NULL && bytes != 0)) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * root reduces in place on the host copy; the others send theirs. */
-        host = malloc(bytes);
-        const void *in = inplace ? rbuf : sbuf;
-        if (host == NULL) {
-            snprintf(err, sizeof(err), "no host memory to stage %zu bytes", bytes);
-            st = DR_ERR_NO_MEMORY;
-        } else if (inplace ? dev_r : dev_s) {
-            st = mca_coll_dualrail_stage(host, in, bytes, in, err, sizeof(err));
-        } else {
-            memcpy(host, in, bytes);
-        }
+        st = mca_coll_dualrail_host_copy(&host, inplace ? rbuf : sbuf, bytes,
+                                         inplace ? dev_r : dev_s, err, sizeof(err));
         a.sendbuf = at_root ? NULL : host;
         a.recvbuf = at_root ? host : NULL;
     }

@@ -48,16 +48,8 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
     if (dev_s || dev_r || holes != NULL) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * host copy runs in place: the input there, the result at its start. */
-        const void *in = inplace ? rbuf : sbuf;
-        host = malloc(total);
-        if (host == NULL) {
-            snprintf(err, sizeof(err), "no host memory to stage %zu bytes", total);
-            st = DR_ERR_NO_MEMORY;
-        } else if (inplace ? dev_r : dev_s) {
-            st = mca_coll_dualrail_stage(host, in, total, in, err, sizeof(err));
-        } else {
-            memcpy(host, in, total);
-        }
+        st = mca_coll_dualrail_host_copy(&host, inplace ? rbuf : sbuf, total,
+                                         inplace ? dev_r : dev_s, err, sizeof(err));
         a->sendbuf = NULL;
         a->recvbuf = host;
     }
@@ -178,8 +170,8 @@ int mca_coll_dualrail_reduce_scatter(const void *sbuf, void *rbuf, const int *rc
     DUALRAIL_VERBOSE(2, "coll/dualrail: rank %d: reduce_scatter on %s: %zu bytes in all, %s, %s%s",
                      cm->world_rank, comm->c_name, total, dtype->name, op->o_name,
                      a.sendbuf == NULL ? ", in place" : "");
-    const int rc =
-        run(m, comm, &a, sbuf, rbuf, total, counts[ompi_comm_rank(comm)], dtype, "MPI_Reduce_scatter");
+    const int rc = run(m, comm, &a, sbuf, rbuf, total, counts[ompi_comm_rank(comm)], dtype,
+                       "MPI_Reduce_scatter");
     free(counts);
     return rc;
 
