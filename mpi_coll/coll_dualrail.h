@@ -321,6 +321,23 @@ dr_status_t mca_coll_dualrail_nb_stage_out(mca_coll_dualrail_nb_staging_t *s, dr
                                            char *err, size_t errlen);
 /* The host copies freed, nothing copied (a request given back unused; idempotent). */
 void mca_coll_dualrail_nb_stage_free(mca_coll_dualrail_nb_staging_t *s);
+/*
+ * After this rank's staging failed (st, why) and before its call's first transfer: the call is
+ * run anyway in fail mode (dr_coll_args_t.fail), on the buffers the caller passed (user: a
+ * copy of the arguments taken before staging replaced them), so that it tells the peers its
+ * schedule would have exchanged with instead of leaving them waiting for it. Nothing of
+ * the buffers is read or written. A no-op when st is DR_OK.
+ */
+static inline void mca_coll_dualrail_fail_mode(dr_coll_args_t *a, const dr_coll_args_t *user,
+                                               dr_status_t st, const char *why)
+{
+    if (st != DR_OK) {
+        a->sendbuf = user->sendbuf;
+        a->recvbuf = user->recvbuf;
+        a->fail = st;
+        a->fail_why = why;
+    }
+}
 /* Report a failed call (one line naming the collective and communicator); its MPI error. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err);

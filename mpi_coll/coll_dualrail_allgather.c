@@ -57,6 +57,7 @@ int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_dataty
     char err[512];
     dr_status_t st = DR_OK;
     void *host = NULL;
+    const dr_coll_args_t user = a;
     if (dev_s || dev_r) {
         /* A staging failure fails this rank before it communicates (see bcast). */
         const size_t total = bytes * (size_t)a.size;
@@ -83,9 +84,8 @@ int mca_coll_dualrail_allgather(const void *sbuf, int scount, struct ompi_dataty
             a.recvbuf = host;
         }
     }
-    if (st == DR_OK) {
-        st = dr_allgather(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a, &user, st, err);
+    st = dr_allgather(cm->mr, &a, err, sizeof(err));
     if (st == DR_OK && dev_r) {
         st = mca_coll_dualrail_stage(rbuf, host, bytes * (size_t)a.size, rbuf, err, sizeof(err));
     }

@@ -86,6 +86,7 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
     char err[512];
     dr_status_t st = DR_OK;
     char *host = NULL;
+    const dr_coll_args_t user = a;
     if (dev_s || dev_r) {
         /* A staging failure fails this rank before it communicates (see bcast). */
         host = malloc(dev_r ? span : mine);
@@ -106,9 +107,8 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
             a.recvbuf = host;
         }
     }
-    if (st == DR_OK) {
-        st = dr_allgatherv(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a, &user, st, err);
+    st = dr_allgatherv(cm->mr, &a, err, sizeof(err));
     for (int r = 0; st == DR_OK && dev_r && r < size; ++r) {
         if (counts[r] != 0) {
             char *dst = base + displs[r];

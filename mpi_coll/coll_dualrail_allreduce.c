@@ -23,7 +23,8 @@
  * its input and the result goes to rbuf through the type map only (result_out), so rbuf's
  * holes stay the caller's. Device buffers too, whole, through that copy (these types have
  * no GPU kernel; the CPU reduces them in any case). A failure to copy fails this rank
- * before it communicates (as the staging of the other collectives).
+ * before it communicates and runs the call in fail mode (as the staging of the other
+ * collectives): its peers are told instead of waiting for it.
  */
 static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allreduce_args_t *a,
                                    void *rbuf, struct ompi_datatype_t *holes, char *err,
@@ -38,11 +39,15 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
     void *host = NULL;
     dr_status_t st = mca_coll_dualrail_host_copy(&host, in, bytes,
                                                  dr_buffers_on_device(mem, in, NULL), err, errlen);
-    a->sendbuf = NULL;
-    a->recvbuf = host;
     if (st == DR_OK) {
-        st = dr_allreduce(cm->mr, a, err, errlen);
+        a->sendbuf = NULL;
+        a->recvbuf = host;
+    } else {
+        /* fail mode on the caller's buffers (as mca_coll_dualrail_fail_mode) */
+        a->fail = st;
+        a->fail_why = err;
     }
+    st = dr_allreduce(cm->mr, a, err, errlen);
     if (st == DR_OK) {
         st = mca_coll_dualrail_result_out(rbuf, host, bytes, dr_buffers_on_device(mem, NULL, rbuf),
                                           holes, a->elem_size, err, errlen);

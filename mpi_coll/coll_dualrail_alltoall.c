@@ -64,6 +64,7 @@ int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatyp
     dr_status_t st = DR_OK;
     char *host = NULL;
     const size_t total = bytes * (size_t)a.c.size;
+    const dr_coll_args_t user = a.c;
     if (dev_s || dev_r) {
         /* A staging failure fails this rank before it communicates (see bcast). Host
          * layout: [send copy | result]; a host side stays where it is. */
@@ -85,9 +86,8 @@ int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatyp
             }
         }
     }
-    if (st == DR_OK) {
-        st = dr_alltoall(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a.c, &user, st, err);
+    st = dr_alltoall(cm->mr, &a, err, sizeof(err));
     if (st == DR_OK && dev_r) {
         st = mca_coll_dualrail_stage(rbuf, a.c.recvbuf, total, rbuf, err, sizeof(err));
     }

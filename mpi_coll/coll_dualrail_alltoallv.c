@@ -85,6 +85,7 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
     char err[512];
     dr_status_t st = DR_OK;
     char *host = NULL;
+    const dr_coll_args_t user = a.c;
     if (dev_s || dev_r) {
         /* A staging failure fails this rank before it communicates (see bcast). */
         host = malloc((dev_s ? sspan : 0) + (dev_r ? rspan : 0));
@@ -103,9 +104,8 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
             }
         }
     }
-    if (st == DR_OK) {
-        st = dr_alltoallv(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a.c, &user, st, err);
+    st = dr_alltoallv(cm->mr, &a, err, sizeof(err));
     if (st == DR_OK && dev_r) {
         st = mca_coll_dualrail_stage(rbase, a.c.recvbuf, rspan, rbase, err, sizeof(err));
     }

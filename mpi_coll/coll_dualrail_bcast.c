@@ -42,9 +42,10 @@ int mca_coll_dualrail_bcast(void *buff, int count, struct ompi_datatype_t *dtype
     char err[512];
     dr_status_t st = DR_OK;
     void *host = NULL;
+    const dr_coll_args_t user = a;
     if (device && ompi_comm_size(comm) > 1) {
-        /* A staging failure here fails this rank before it communicates; its peers wait
-         * for it (bounded by coll_dualrail_timeout when set). See README, limitations. */
+        /* A staging failure here fails this rank before it communicates: the call then
+         * runs in fail mode and tells the peers that would wait for it. */
         host = malloc(bytes);
         if (host == NULL) {
             snprintf(err, sizeof(err), "no host memory to stage %zu bytes", bytes);
@@ -54,9 +55,8 @@ int mca_coll_dualrail_bcast(void *buff, int count, struct ompi_datatype_t *dtype
         }
         a.recvbuf = host;
     }
-    if (st == DR_OK) {
-        st = dr_bcast(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a, &user, st, err);
+    st = dr_bcast(cm->mr, &a, err, sizeof(err));
     if (st == DR_OK && host != NULL && ompi_comm_rank(comm) != root) {
         st = mca_coll_dualrail_stage(buff, host, bytes, buff, err, sizeof(err));
     }

@@ -41,6 +41,7 @@ static int run(int kind, struct ompi_communicator_t *comm, dr_coll_args_t *a, co
     char err[512];
     dr_status_t st = DR_OK;
     char *host = NULL;
+    const dr_coll_args_t user = *a;
     if (dev_s || dev_r) {
         /* A staging failure fails this rank before it communicates (see bcast). */
         const size_t len = dev_r ? span : mine;
@@ -60,10 +61,9 @@ static int run(int kind, struct ompi_communicator_t *comm, dr_coll_args_t *a, co
             a->recvbuf = host;
         }
     }
-    if (st == DR_OK) {
-        st = kind == DR_KIND_GATHER ? dr_gather(cm->mr, a, err, sizeof(err))
-                                    : dr_gatherv(cm->mr, a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(a, &user, st, err);
+    st = kind == DR_KIND_GATHER ? dr_gather(cm->mr, a, err, sizeof(err))
+                                : dr_gatherv(cm->mr, a, err, sizeof(err));
     if (st == DR_OK && dev_r && kind == DR_KIND_GATHER) {
         st = mca_coll_dualrail_stage(rbuf, host, span, rbuf, err, sizeof(err));
     }

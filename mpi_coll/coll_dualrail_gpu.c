@@ -101,7 +101,10 @@ int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void
                         cm->world_rank, m->comm ? m->comm->c_name : "?", err);
             /* Before any data moved. Out of memory, or device buffers seen with no usable
              * GPU (a driver too old for this build's CUDA runtime): every node alike, as a
-             * rule; a peer that did get staging waits until coll_dualrail_timeout. */
+             * rule; a peer that did get staging is told (fail mode) instead of waiting. */
+            a->fail = cs;
+            a->fail_why = err;
+            (void)dr_allreduce(cm->mr, a, err, errlen);
             return cs == DR_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
         }
         DUALRAIL_VERBOSE(1,

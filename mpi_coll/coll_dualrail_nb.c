@@ -516,24 +516,60 @@ static int prologue(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *c
 }
 
 /*
+ * A call whose staging failed on this rank: its blocking kind run in fail mode
+ * (dr_coll_args_t.fail) on the caller's buffers, with the same key (a non-blocking call takes
+ * its blocking kind's next sequence number): no transfer, no wait, only the abort messages to
+ * the peers its schedule exchanges with, whose tasks then fail instead of waiting for this
+ * rank. args: as for staged().
+ */
+static void tell_peers(int kind, void *args, dr_status_t st, const char *why)
+{
+    dr_mr_t *mr = mca_coll_dualrail_component.mr;
+    char line[256];
+    if (kind == DR_KIND_ALLREDUCE) {
+        dr_allreduce_args_t *a = (dr_allreduce_args_t *)args;
+        a->fail = st;
+        a->fail_why = why;
+        (void)dr_allreduce(mr, a, line, sizeof(line));
+    } else if (kind == DR_KIND_ALLTOALL) {
+        dr_alltoall_args_t *a = (dr_alltoall_args_t *)args;
+        a->c.fail = st;
+        a->c.fail_why = why;
+        (void)dr_alltoall(mr, a, line, sizeof(line));
+    } else {
+        dr_coll_args_t *a = (dr_coll_args_t *)args;
+        a->fail = st;
+        a->fail_why = why;
+        (void)(kind == DR_KIND_BCAST       ? dr_bcast(mr, a, line, sizeof(line))
+               : kind == DR_KIND_ALLGATHER ? dr_allgather(mr, a, line, sizeof(line))
+                                           : dr_reduce_scatter_block(mr, a, line, sizeof(line)));
+    }
+}
+
+/*
  * A taken call's buffers, where device memory, replaced by host copies (the arguments of
  * mca_coll_dualrail_nb_stage_in) for the call's task; the result goes to the device when the
  * task completes (request_done). A failure here fails the call on this rank before it sends
- * anything; its peers then wait for it until coll_dualrail_timeout, as with the blocking
- * forms' staging (README, limitations). OMPI_SUCCESS, or the call's MPI error with req
- * released.
+ * anything, and tell_peers() tells the peers whose tasks would wait for it. kind and args:
+ * the call's kind and its arguments (dr_allreduce_args_t, dr_alltoall_args_t or
+ * dr_coll_args_t). OMPI_SUCCESS, or the call's MPI error with req released.
  */
-static int staged(mca_coll_dualrail_request_t *req, const void **sendbuf, size_t s_bytes,
-                  void **recvbuf, size_t r_bytes, size_t in_bytes, size_t out_bytes,
+static int staged(mca_coll_dualrail_request_t *req, int kind, void *args, const void **sendbuf,
+                  size_t s_bytes, void **recvbuf, size_t r_bytes, size_t in_bytes, size_t out_bytes,
                   struct ompi_datatype_t *holes, size_t elem)
 {
     char err[256];
+    const void *user_s = *sendbuf;
+    void *user_r = *recvbuf;
     const dr_status_t st =
         mca_coll_dualrail_nb_stage_in(&req->staging, sendbuf, s_bytes, recvbuf, r_bytes,
                                       in_bytes, out_bytes, holes, elem, err, sizeof(err));
     if (st == DR_OK) {
         return OMPI_SUCCESS;
     }
+    *sendbuf = user_s;
+    *recvbuf = user_r;
+    tell_peers(kind, args, st, err);
     const int rc = mca_coll_dualrail_failed(req->comm, req->what, st, err);
     request_put(req);
     return rc;
@@ -639,8 +675,8 @@ int mca_coll_dualrail_iallreduce(const void *sbuf, void *rbuf, int count,
     };
     const size_t bytes = a.count * elem;
     /* in place, recvbuf is the input too */
-    const int sr = staged(req, &a.sendbuf, bytes, &a.recvbuf, bytes, a.sendbuf ? 0 : bytes, bytes,
-                          mca_coll_dualrail_holes(dtype), elem);
+    const int sr = staged(req, DR_KIND_ALLREDUCE, &a, &a.sendbuf, bytes, &a.recvbuf, bytes,
+                          a.sendbuf ? 0 : bytes, bytes, mca_coll_dualrail_holes(dtype), elem);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -691,9 +727,8 @@ int mca_coll_dualrail_ibcast(void *buff, int count, struct ompi_datatype_t *dtyp
     a.algorithm = cm->bcast_algorithm;
     a.small_max_bytes = cm->bcast_small_max_bytes;
     const bool is_root = a.rank == root;
-    const int sr =
-        staged(req, &a.sendbuf, 0, &a.recvbuf, bytes, is_root ? bytes : 0, is_root ? 0 : bytes,
-               NULL, 0);
+    const int sr = staged(req, DR_KIND_BCAST, &a, &a.sendbuf, 0, &a.recvbuf, bytes,
+                          is_root ? bytes : 0, is_root ? 0 : bytes, NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -735,8 +770,8 @@ int mca_coll_dualrail_iallgather(const void *sbuf, int scount, struct ompi_datat
     a.small_max_bytes = cm->allgather_small_max_bytes;
     const size_t total = bytes * (size_t)a.size;
     /* in place, this rank's block is read from recvbuf (the whole of it is copied) */
-    const int sr =
-        staged(req, &a.sendbuf, bytes, &a.recvbuf, total, inplace ? total : 0, total, NULL, 0);
+    const int sr = staged(req, DR_KIND_ALLGATHER, &a, &a.sendbuf, bytes, &a.recvbuf, total,
+                          inplace ? total : 0, total, NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -801,8 +836,9 @@ int mca_coll_dualrail_ireduce_scatter_block(const void *sbuf, void *rbuf, int rc
     /* the input: n blocks in sendbuf, or in place in recvbuf; the result: one block */
     const size_t total = a.bytes * (size_t)a.size;
     const bool inplace = a.sendbuf == NULL;
-    const int sr = staged(req, &a.sendbuf, total, &a.recvbuf, inplace ? total : a.bytes,
-                          inplace ? total : 0, a.bytes, mca_coll_dualrail_holes(dtype), elem);
+    const int sr = staged(req, DR_KIND_REDUCE_SCATTER_BLOCK, &a, &a.sendbuf, total, &a.recvbuf,
+                          inplace ? total : a.bytes, inplace ? total : 0, a.bytes,
+                          mca_coll_dualrail_holes(dtype), elem);
     if (sr != OMPI_SUCCESS) {
         return sr;
     }
@@ -843,7 +879,7 @@ int mca_coll_dualrail_ialltoall(const void *sbuf, int scount, struct ompi_dataty
     mca_coll_dualrail_idle_t unused; /* tasks yield instead of idling (dr_coll_nb.h) */
     mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &unused);
     const size_t total = bytes * (size_t)a.c.size;
-    const int sr = staged(req, &a.c.sendbuf, total, &a.c.recvbuf, total,
+    const int sr = staged(req, DR_KIND_ALLTOALL, &a, &a.c.sendbuf, total, &a.c.recvbuf, total,
                           a.c.sendbuf == NULL ? total : 0, total, NULL, 0);
     if (sr != OMPI_SUCCESS) {
         return sr;

@@ -68,6 +68,7 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
     /* A pair type with holes: the root's result reaches rbuf through the type map only
      * (mca_coll_dualrail_result_out), computed on a host copy as for device buffers. */
     struct ompi_datatype_t *holes = at_root ? mca_coll_dualrail_holes(dtype) : NULL;
+    const dr_coll_args_t user = a;
     if (dev_s || dev_r || (holes != NULL && bytes != 0)) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * root reduces in place on the host copy; the others send theirs. */
@@ -76,9 +77,8 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
         a.sendbuf = at_root ? NULL : host;
         a.recvbuf = at_root ? host : NULL;
     }
-    if (st == DR_OK) {
-        st = dr_reduce(cm->mr, &a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(&a, &user, st, err);
+    st = dr_reduce(cm->mr, &a, err, sizeof(err));
     if (st == DR_OK && host != NULL && at_root) {
         st = mca_coll_dualrail_result_out(rbuf, host, bytes, dev_r, holes, elem, err,
                                           sizeof(err));

@@ -45,6 +45,7 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
     /* A pair type with holes: this rank's block reaches rbuf through the type map only
      * (mca_coll_dualrail_result_out), computed on a host copy as for device buffers. */
     struct ompi_datatype_t *holes = mine != 0 ? mca_coll_dualrail_holes(dtype) : NULL;
+    const dr_coll_args_t user = *a;
     if (dev_s || dev_r || holes != NULL) {
         /* A staging failure fails this rank before it communicates (see bcast). The
          * host copy runs in place: the input there, the result at its start. */
@@ -53,10 +54,9 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
         a->sendbuf = NULL;
         a->recvbuf = host;
     }
-    if (st == DR_OK) {
-        st = a->counts == NULL ? dr_reduce_scatter_block(cm->mr, a, err, sizeof(err))
-                               : dr_reduce_scatter(cm->mr, a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(a, &user, st, err);
+    st = a->counts == NULL ? dr_reduce_scatter_block(cm->mr, a, err, sizeof(err))
+                           : dr_reduce_scatter(cm->mr, a, err, sizeof(err));
     if (st == DR_OK && host != NULL && mine != 0) {
         st = mca_coll_dualrail_result_out(rbuf, host, mine, dev_r, holes, a->elem_size, err,
                                           sizeof(err));

@@ -38,6 +38,7 @@ static int run(int kind, struct ompi_communicator_t *comm, dr_coll_args_t *a, co
     char err[512];
     dr_status_t st = DR_OK;
     char *hs = NULL, *hr = NULL;
+    const dr_coll_args_t user = *a;
     if (dev_s) {
         /* A staging failure fails this rank before it communicates (see bcast). */
         hs = malloc(span);
@@ -63,10 +64,9 @@ static int run(int kind, struct ompi_communicator_t *comm, dr_coll_args_t *a, co
     if (st == DR_ERR_NO_MEMORY) {
         snprintf(err, sizeof(err), "no host memory to stage %zu bytes", dev_s ? span : mine);
     }
-    if (st == DR_OK) {
-        st = kind == DR_KIND_SCATTER ? dr_scatter(cm->mr, a, err, sizeof(err))
-                                     : dr_scatterv(cm->mr, a, err, sizeof(err));
-    }
+    mca_coll_dualrail_fail_mode(a, &user, st, err);
+    st = kind == DR_KIND_SCATTER ? dr_scatter(cm->mr, a, err, sizeof(err))
+                                 : dr_scatterv(cm->mr, a, err, sizeof(err));
     if (st == DR_OK && dev_r) {
         st = mca_coll_dualrail_stage(rbuf, hr, mine, rbuf, err, sizeof(err));
     }

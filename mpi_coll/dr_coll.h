@@ -53,6 +53,13 @@ typedef struct dr_allreduce_args {
     /* called when a wait made no progress (NULL: sched_yield after a short spin) */
     void (*idle)(void *arg);
     void *idle_arg;
+    /* Not DR_OK: this rank cannot take part (the caller failed to stage its buffers). The
+     * call moves no data and neither reads nor writes the buffers (pass the caller's own:
+     * they are only checked, as on the other ranks); it tells the peers this rank's
+     * schedule would have exchanged with, which then return an error instead of waiting
+     * for it, and returns `fail` with fail_why (one line) in err. */
+    dr_status_t fail;
+    const char *fail_why;
 } dr_allreduce_args_t;
 
 /*
@@ -112,6 +119,9 @@ typedef struct dr_coll_args {
      * offsets in the gathered or scattered buffer (allgatherv, gatherv, scatterv) */
     const size_t *counts;
     const size_t *displs;
+    /* As dr_allreduce_args_t's: this rank tells its schedule's peers and fails the call. */
+    dr_status_t fail;
+    const char *fail_why;
 } dr_coll_args_t;
 
 /* Blocking; statuses and err as dr_allreduce's. */

@@ -24,8 +24,8 @@ namespace coll {
  * cost more than the rest of the glue of an 8-byte allreduce. */
 inline void set_err(char *err, size_t errlen, const char *msg)
 {
-    if (err == nullptr || errlen == 0) {
-        return;
+    if (err == nullptr || errlen == 0 || msg == err) {
+        return; /* msg == err: a failing caller's reason (Params::fail_why) left in place */
     }
     if (msg[0] == '\0') {
         err[0] = '\0';
@@ -54,6 +54,8 @@ inline Params to_params(const dr_allreduce_args_t *a)
     p.timeout = a->timeout;
     p.idle = a->idle;
     p.idle_arg = a->idle_arg;
+    p.fail = a->fail;
+    p.fail_why = a->fail_why;
     return p;
 }
 
@@ -114,6 +116,11 @@ dr_status_t c_api_run(dr_mr_t *mr, const uint32_t *peer_ids, const Params &p, bo
                       char *err, size_t errlen, Run run)
 {
     char line[96];
+    if (p.fail != DR_OK && (!moves_data || p.size < 2)) {
+        /* Params::fail with nothing to exchange: no peer waits for this rank. */
+        set_err(err, errlen, p.fail_why != nullptr ? p.fail_why : dr_status_str(p.fail));
+        return p.fail;
+    }
     if (moves_data && (mr == nullptr || peer_ids == nullptr)) {
         snprintf(line, sizeof(line), "%s: no transport context or no peer ids", kind_name(p.kind));
         set_err(err, errlen, line);
@@ -123,6 +130,12 @@ dr_status_t c_api_run(dr_mr_t *mr, const uint32_t *peer_ids, const Params &p, bo
         MrTransport t(mr, peer_ids);
         std::string why;
         dr_status_t st = run(t, p, &why);
+        if (st == DR_OK && p.fail != DR_OK) {
+            /* Params::fail where this rank's part of the schedule was empty (a v variant
+             * with nothing to or from it): no transfer, but still no success. */
+            st = p.fail;
+            why = p.fail_why != nullptr ? p.fail_why : dr_status_str(p.fail);
+        }
         set_err(err, errlen, why.c_str());
         return st;
     } catch (const std::bad_alloc &) {
@@ -165,6 +178,8 @@ inline Params to_params(const dr_coll_args_t *a, int kind)
     p.idle_arg = a->idle_arg;
     p.counts = a->counts;
     p.displs = a->displs;
+    p.fail = a->fail;
+    p.fail_why = a->fail_why;
     if (kind == kKindReduce || kind == kKindReduceScatterBlock || kind == kKindReduceScatter) {
         /* the reducing kinds count elements (bytes is a whole number of them) */
         p.elem_size = a->elem_size;

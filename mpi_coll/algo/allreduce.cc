@@ -145,26 +145,17 @@ static dr_status_t allreduce_run(Transport &t, const Params &p, Scratch *scratch
 dr_status_t allreduce_fail_early(Transport &t, const Params &in, dr_status_t st,
                                  const std::string &why, std::string *err)
 {
-    const Params p = normalized(in);
-    int peers[kRdMaxPeers];
-    int np = 0;
-    /* Only where allreduce() would have run a schedule: peers that rejected the call (the
-     * same verdict everywhere) listen for nothing, and an abort nobody takes would wait in
-     * their transport for a later call of the same key. */
+    /* Params::fail: the schedule allreduce() picks stops in Engine::init and its finish()
+     * tells the schedule's peers. Only where a schedule would run at all: peers that
+     * rejected the call (the same verdict everywhere), one rank or count 0 listen for
+     * nothing, and an abort nobody takes would wait in their transport for a later call of
+     * the same key. */
+    Params p = in;
+    p.fail = st;
+    p.fail_why = why.c_str();
     if (p.size >= 2 && allreduce_verdict(p, nullptr) == DR_INPROGRESS) {
-        if (allreduce_choose(p) == kAlgoRd) {
-            np = rd_peers(p.rank, p.size, peers);
-        } else {
-            peers[np++] = ring_left(p.rank, p.size);
-            peers[np++] = ring_right(p.rank, p.size);
-        }
+        (void)allreduce(t, p, nullptr, nullptr);
     }
-    /* An engine with the schedule's peers and key and no slots: finish() sends the aborts. */
-    Engine eng(t, p, "allreduce");
-    if (eng.init(0, peers, (size_t)np) == DR_OK) {
-        eng.set_error(st, "%s", why.c_str());
-    }
-    (void)eng.finish(st, nullptr);
     if (err != nullptr) {
         try {
             *err = why;

@@ -42,9 +42,9 @@ dr_status_t allreduce(Transport &t, const Params &p, Scratch *scratch, std::stri
 
 /*
  * For a rank that fails before it could start allreduce() for p (a device copy, staging
- * memory): tell the peers of the schedule allreduce() runs for p, as that schedule would
- * have on its own error (engine.hpp, Aborts), so that they return st instead of waiting for
- * this rank. Returns st; *err = why.
+ * memory): allreduce() in fail mode (Params::fail), which tells the peers of its schedule,
+ * as that schedule would have on its own error (engine.hpp, Aborts), so that they return
+ * st instead of waiting for this rank. Returns st; *err = why.
  */
 dr_status_t allreduce_fail_early(Transport &t, const Params &p, dr_status_t st,
                                  const std::string &why, std::string *err);

@@ -93,6 +93,13 @@ struct Params {
      * progress callback that resumes the task. nullptr: the blocking waits as before. */
     void (*yield)(void *arg) = nullptr;
     void *yield_arg = nullptr;
+    /* Not DR_OK: this rank cannot take part (the glue could not stage its buffers). The
+     * schedule stops in Engine::init with this status and reason (fail_why), before any
+     * transfer, and its finish() tells the peers the schedule would have exchanged with, so
+     * they return an error instead of waiting for this rank. Nothing reads or writes the
+     * buffers: they are only checked as on the other ranks (the caller's own pointers). */
+    dr_status_t fail = DR_OK;
+    const char *fail_why = nullptr;
 };
 
 /*

@@ -173,7 +173,7 @@ dr_status_t allgather(Transport &t, const Params &in, Scratch *scratch, std::str
         return allgather_bruck(t, p, scratch != nullptr ? *scratch : local, err);
     }
     /* Ring and recursive doubling gather in recvbuf: this rank's block goes there first. */
-    if (p.sendbuf != nullptr) {
+    if (p.sendbuf != nullptr && p.fail == DR_OK) {
         memmove(mine, p.sendbuf, p.count);
     }
     return algo == kAllgatherRing ? allgather_ring(t, p, err) : allgather_rd(t, p, err);

@@ -68,6 +68,11 @@ dr_status_t Engine::init(size_t nslots, const int *peers, size_t npeers)
     } catch (const std::bad_alloc &) {
         return set_error(DR_ERR_NO_MEMORY, "out of memory for %zu request slots", nslots);
     }
+    if (p_.fail != DR_OK) {
+        /* Params::fail: the peers are known now, so finish() can tell them. */
+        return set_error(p_.fail, "%s",
+                         p_.fail_why != nullptr ? p_.fail_why : dr_status_str(p_.fail));
+    }
     return DR_OK;
 }
 

@@ -80,7 +80,7 @@ dr_status_t allgatherv(Transport &t, const Params &in, Scratch *scratch, std::st
     }
     if (p.size == 1 || algo == kAllgathervRing) {
         /* the ring gathers in recvbuf: this rank's block goes there first */
-        if (p.sendbuf != mine && p.counts[p.rank] != 0) {
+        if (p.sendbuf != mine && p.counts[p.rank] != 0 && p.fail == DR_OK) {
             memmove(mine, p.sendbuf, p.counts[p.rank]);
         }
         if (p.size == 1) {

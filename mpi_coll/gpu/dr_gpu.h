@@ -170,6 +170,10 @@ dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t 
  * beyond the queued work; 0: as soon as polled. Per process.
  */
 void dr_mem_standin_set_lag(unsigned polls);
+/* The next n copies (copy_async) fail with DR_ERR_GPU, in every copy of the stand-in in
+ * this process (the count lives in the device window's header): a test program arms the
+ * component's staging failures with it. 0 disarms. */
+void dr_mem_standin_fail_copies(unsigned n);
 /* Queued stand-in operations that have run so far (copies, reductions): tests count work. */
 uint64_t dr_mem_standin_ops_run(void);
 /* The stand-in has this many devices (0 .. n-1); each thread starts on device 0. */

@@ -104,6 +104,9 @@ struct Header {
     std::atomic<uint64_t> magic;
     /* per device: offset in its part of the next allocation's header page */
     std::atomic<uint64_t> next[DR_MEM_STANDIN_DEVICES];
+    /* copies still to fail (dr_mem_standin_fail_copies): here, so that a test program's
+     * copy of this file arms what the component's copy does */
+    std::atomic<uint64_t> fail_copies;
 };
 
 struct Window {
@@ -381,8 +384,24 @@ dr_status_t standin_stream_sync(void *stream)
     return s->q.empty() ? DR_OK : fail(DR_ERR_INVALID, "stream blocked on an event never reached");
 }
 
+/* Whether an armed copy failure (dr_mem_standin_fail_copies) takes this copy. */
+bool injected_failure()
+{
+    const Window &w = window();
+    if (w.hdr == nullptr) {
+        return false;
+    }
+    uint64_t n = w.hdr->fail_copies.load(std::memory_order_relaxed);
+    while (n != 0 && !w.hdr->fail_copies.compare_exchange_weak(n, n - 1)) {
+    }
+    return n != 0;
+}
+
 dr_status_t standin_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
+    if (injected_failure()) {
+        return fail(DR_ERR_GPU, "copy failed (injected by dr_mem_standin_fail_copies)");
+    }
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     static_cast<Stream *>(stream)->q.push_back(Op{Op::kCopy, dst, src, bytes, 0, 0, nullptr, 0});
     return DR_OK;
@@ -533,6 +552,14 @@ extern "C" void dr_mem_standin_set_lag(unsigned polls)
 {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     g_lag = polls;
+}
+
+extern "C" void dr_mem_standin_fail_copies(unsigned n)
+{
+    const Window &w = window();
+    if (w.hdr != nullptr) {
+        w.hdr->fail_copies.store(n, std::memory_order_relaxed);
+    }
 }
 
 extern "C" uint64_t dr_mem_standin_ops_run(void)

@@ -192,6 +192,23 @@ void test_choose_c_api(void **state)
     print_message("%s\n", err);
     a.count = 0; /* count 0 needs nothing at all */
     assert_int_equal(dr_allreduce(nullptr, &a, err, sizeof(err)), DR_OK);
+
+    /* Fail mode where no peer waits (count 0, one rank): no transfer, still the failure and
+     * its reason; the reason may be the error buffer itself (the glue's staging message). */
+    a.fail = DR_ERR_GPU;
+    a.fail_why = "staging failed";
+    assert_int_equal(dr_allreduce(nullptr, &a, err, sizeof(err)), DR_ERR_GPU);
+    assert_string_equal(err, "staging failed");
+    dr_coll_args_t c;
+    memset(&c, 0, sizeof(c));
+    c.size = 1;
+    c.recvbuf = &x;
+    c.bytes = sizeof(x);
+    snprintf(err, sizeof(err), "no host memory to stage 8 bytes");
+    c.fail = DR_ERR_NO_MEMORY;
+    c.fail_why = err;
+    assert_int_equal(dr_bcast(nullptr, &c, err, sizeof(err)), DR_ERR_NO_MEMORY);
+    assert_string_equal(err, "no host memory to stage 8 bytes");
 }
 
 /* A rank that never comes: the others fail with a timeout naming a peer, in bounded time. */
