@@ -338,6 +338,9 @@ static inline void mca_coll_dualrail_fail_mode(dr_coll_args_t *a, const dr_coll_
         a->fail_why = why;
     }
 }
+/* Whether a call failed on communicator id cid since the last time this was asked (the
+ * failures mca_coll_dualrail_failed reported). */
+bool mca_coll_dualrail_take_failure(uint32_t cid);
 /* Report a failed call (one line naming the collective and communicator); its MPI error. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err);

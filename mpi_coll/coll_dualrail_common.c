@@ -153,9 +153,24 @@ void mca_coll_dualrail_args_init(mca_coll_dualrail_module_t *m, struct ompi_comm
     a->idle_arg = idle_state;
 }
 
+/* Communicator ids on which a call failed on this process (forget_comm in
+ * coll_dualrail_module.c drains the planes before dropping what such a call left behind). */
+static volatile unsigned char cid_failed[0x10000];
+
+bool mca_coll_dualrail_take_failure(uint32_t cid)
+{
+    const bool failed = cid_failed[cid & 0xffff] != 0;
+    cid_failed[cid & 0xffff] = 0;
+    return failed;
+}
+
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
                              const char *err)
 {
+    uint32_t cid = 0;
+    if (mca_coll_dualrail_comm_cid(comm, &cid)) {
+        cid_failed[cid & 0xffff] = 1;
+    }
     /* The module stays active: only some ranks may see the error, and a rank that
      * switched to the previous module alone would pair its next call with the others'
      * dualrail call (see coll_dualrail_allreduce.c). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ompi/group/group.h"
 #include "ompi/proc/proc.h"
@@ -71,6 +72,38 @@ const char *mca_coll_dualrail_kind_name(int kind)
     return kind >= 0 && kind < DR_KIND_COUNT ? kind_names[kind] : "?";
 }
 
+/*
+ * What failed collectives left behind on this communicator, dropped before Open MPI gives its
+ * id to the next one (the lowest free id: with every sequence number back at 0, that
+ * communicator's first calls have the failed calls' keys and would take their messages; seen:
+ * an MPI_Allgather on a new duplicate returned success with a block of a failed allgather on
+ * the freed one). A rank whose call failed here often frees the communicator before its
+ * peers' data for that call has arrived (it left the call at once, they were still sending):
+ * it drives the planes for up to kForgetDrainUs first, so that what is in flight arrives and
+ * goes too. A message later than that, or an abort notice reaching a rank that finished the
+ * failed call after it freed the communicator, can still meet the next one (README, Known
+ * limitations); calls of one communicator are kept apart by the periodic drop of
+ * mr_transport.hpp (StaleCalls).
+ */
+enum { kForgetDrainUs = 50000 };
+
+static void forget_comm(mca_coll_dualrail_module_t *m)
+{
+    dr_mr_t *mr = mca_coll_dualrail_component.mr;
+    if (mca_coll_dualrail_take_failure(m->comm_id)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long spent = 0;
+        while (spent < kForgetDrainUs) {
+            dr_mr_wait_event(mr, (double)(kForgetDrainUs - spent) * 1e-6);
+            dr_mr_progress(mr);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            spent = (long)(t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000;
+        }
+    }
+    dr_coll_forget_comm(mr, m->comm_id);
+}
+
 static void module_destruct(mca_coll_dualrail_module_t *m)
 {
     for (int k = 0; k < DR_KIND_COUNT; ++k) {
@@ -85,6 +118,9 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
         /* the statistics table at finalize sums every communicator's calls per kind */
         mca_coll_dualrail_component.kind_calls[k] += m->calls[k];
         mca_coll_dualrail_component.kind_fallbacks[k] += m->fallbacks[k];
+    }
+    if (m->active && mca_coll_dualrail_component.mr != NULL) {
+        forget_comm(m);
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
     mca_coll_dualrail_nb_module_fini(m);  /* its non-blocking counters, queue, previous modules */

@@ -121,6 +121,16 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
     });
 }
 
+static int of_comm(uint64_t key, void *arg)
+{
+    return dr_key_unpack(key).comm == *static_cast<const uint32_t *>(arg);
+}
+
+extern "C" void dr_coll_forget_comm(dr_mr_t *mr, uint32_t comm_id)
+{
+    (void)dr_mr_drop_unexpected(mr, of_comm, &comm_id);
+}
+
 extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)
 {
     if (a == nullptr) {

@@ -72,11 +72,19 @@ typedef struct dr_allreduce_args {
  *                             aborted the collective for that reason)
  *   DR_ERR_TIMEOUT            no progress for `timeout` seconds
  *   DR_ERR_TRUNCATED          a peer sent a different amount (ranks disagree)
- * After an error the communicator's collectives through this layer should not
- * be used again (ranks may have stopped at different steps).
+ * After an error the communicator may be used again: ranks may have stopped at
+ * different steps, but a later call never takes a message the failed one left
+ * behind (mr_transport.hpp, StaleCalls).
  * count 0 returns DR_OK at once; size 1 copies sendbuf to recvbuf.
  */
 dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen);
+
+/*
+ * A communicator is gone: drop every message ucx_mr still holds for comm_id (left behind by
+ * a collective that failed), which a later communicator given the same id would otherwise
+ * take for its own (mr_transport.hpp, StaleCalls).
+ */
+void dr_coll_forget_comm(dr_mr_t *mr, uint32_t comm_id);
 
 /* The algorithm dr_allreduce runs for these arguments: DR_ALGO_RING or DR_ALGO_RD. */
 int dr_allreduce_choose(const dr_allreduce_args_t *a);

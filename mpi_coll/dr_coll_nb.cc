@@ -244,6 +244,7 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, c
         set_err(err, errlen, "non-blocking collective: no queue or no completion callback");
         return DR_ERR_INVALID;
     }
+    drop_stale(mr, p); /* before the scheduler's lock: it takes ucx_mr's */
     Scheduler &s = sched();
     {
         std::lock_guard<std::mutex> lk(s.mu);

@@ -107,6 +107,47 @@ class MrTransport final : public Transport {
 };
 
 /*
+ * Messages a failed collective leaves behind. A rank that left a call on an error never
+ * receives its peers' data still arriving for it, and a rank that finished a call never
+ * takes the abort notices its peers sent once they failed; ucx_mr holds both under their
+ * keys. The key's sequence number wraps after 65536 calls of a kind on a communicator, and a
+ * communicator's id is used again after it is freed: the receive of a later call under the
+ * same key would take the stale message instead of its own (seen: an MPI_Allgather 65536
+ * calls after a failed one returned success with a block of the failed call). So every
+ * kStaleEvery calls of a kind on a communicator, the messages held for calls of that kind
+ * that lie kStaleMin .. kStaleMax calls behind are dropped: this rank finished (or failed)
+ * those calls long ago. Messages of calls ahead of this rank (a peer may run ahead: a
+ * bcast root's small sends complete at once) are kept; one more than 65536 - kStaleMax
+ * calls ahead would be taken for a stale one, but 65536 ahead would already meet a call of
+ * this rank under its own key. dr_coll_forget_comm drops a freed communicator's.
+ */
+constexpr uint32_t kStaleEvery = 1024, kStaleMin = 1024, kStaleMax = 16384;
+
+struct StaleCalls {
+    uint32_t comm, kind, seq;
+};
+
+inline int stale_call(uint64_t key, void *arg)
+{
+    const StaleCalls *s = static_cast<const StaleCalls *>(arg);
+    const dr_key_fields_t f = dr_key_unpack(key);
+    if (f.comm != s->comm || f.kind != s->kind) {
+        return 0;
+    }
+    const uint32_t behind = (s->seq - f.seq) & kSeqMask;
+    return behind >= kStaleMin && behind <= kStaleMax;
+}
+
+/* At the start of call p (every kStaleEvery-th of its kind): see StaleCalls. */
+inline void drop_stale(dr_mr_t *mr, const Params &p)
+{
+    if (mr != nullptr && (p.seq & (kStaleEvery - 1)) == 0) {
+        StaleCalls s{p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask};
+        (void)dr_mr_drop_unexpected(mr, stale_call, &s);
+    }
+}
+
+/*
  * The C API's boundary for one collective of any kind: checks the transport
  * arguments (when the call moves data at all), runs run(transport, p, &why)
  * over ucx_mr, and turns exceptions into statuses (none crosses the C ABI).
@@ -126,6 +167,7 @@ dr_status_t c_api_run(dr_mr_t *mr, const uint32_t *peer_ids, const Params &p, bo
         set_err(err, errlen, line);
         return DR_ERR_INVALID;
     }
+    drop_stale(mr, p);
     try {
         MrTransport t(mr, peer_ids);
         std::string why;

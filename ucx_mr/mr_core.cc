@@ -411,11 +411,7 @@ static void mr_teardown(Mr *mr)
             continue;
         }
         for (auto &u : p->unexpected) {
-            if (u.ucx_owned) {
-                ucp_am_data_release(mr->planes[u.plane]->worker, u.data);
-            } else {
-                free(u.data);
-            }
+            mr->unexpected_release(u);
         }
         p->unexpected.clear();
     }

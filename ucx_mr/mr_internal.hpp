@@ -416,6 +416,8 @@ struct Mr {
     }
     bool settled(const Peer *p) const; /* none of activate()'s reasons holds */
     void recv_match_unexpected(Peer *p, Req *r);
+    /* Give back what an unexpected segment holds (UCX's buffer or ours). */
+    void unexpected_release(Unexpected &u);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
     void on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, size_t len,

@@ -252,6 +252,32 @@ extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
     return DR_OK;
 }
 
+extern "C" size_t dr_mr_drop_unexpected(dr_mr_t *mr, int (*stale)(uint64_t key, void *arg),
+                                        void *arg)
+{
+    if (mr == nullptr || stale == nullptr) {
+        return 0;
+    }
+    Guard g(mr);
+    size_t n = 0;
+    for (auto &p : mr->peers) {
+        if (!p) {
+            continue;
+        }
+        auto &held = p->unexpected;
+        for (size_t i = 0; i < held.size();) {
+            if (stale(held[i].key, arg) != 0) {
+                mr->unexpected_release(held[i]);
+                held.erase(held.begin() + (long)i);
+                ++n;
+            } else {
+                ++i;
+            }
+        }
+    }
+    return n;
+}
+
 extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
 {
     if (mr == nullptr || req == nullptr) {

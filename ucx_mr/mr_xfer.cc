@@ -366,6 +366,17 @@ void Mr::finish_recv(Peer *p, Req *r, int plane, bool acked)
     }
 }
 
+void Mr::unexpected_release(Unexpected &u)
+{
+    if (u.ucx_owned) {
+        ucp_am_data_release(planes[u.plane]->worker, u.data);
+    } else {
+        free(u.data);
+    }
+    u.data = nullptr;
+    u.ucx_owned = false;
+}
+
 void Mr::recv_match_unexpected(Peer *p, Req *r)
 {
     /* Bind to the oldest message under this key, then drain its segments. */
@@ -379,11 +390,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
                   u.offset};
         /* A message that arrived whole was acknowledged then (on_am). */
         deliver(p, r, h, u.bytes(), u.length, u.plane, u.at, u.offset == 0 && u.length == u.total);
-        if (u.ucx_owned) {
-            ucp_am_data_release(planes[u.plane]->worker, u.data);
-        } else {
-            free(u.data);
-        }
+        unexpected_release(u);
         p->unexpected.erase(p->unexpected.begin() + (long)i);
     }
 }

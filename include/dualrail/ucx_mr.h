@@ -191,6 +191,16 @@ void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req);
  */
 dr_status_t dr_mr_test_free(dr_mr_t *mr, dr_mr_req_t *req, size_t *len);
 
+/*
+ * Drop the messages held because no receive was posted for them (yet) whose key stale(key,
+ * arg) calls stale (non-zero); returns how many segments went. For a caller that knows
+ * which of its keys can never be received again: a collective that failed leaves its peers'
+ * data and abort notices behind, and a later receive under the same key (a sequence
+ * number that wrapped, a communicator id used again) would take them instead of its own
+ * message. stale runs under the context's lock and must not call into it.
+ */
+size_t dr_mr_drop_unexpected(dr_mr_t *mr, int (*stale)(uint64_t key, void *arg), void *arg);
+
 /* Why the last failed request failed: names the peer and every plane's state. */
 const char *dr_mr_last_error(const dr_mr_t *mr);
 

@@ -16,7 +16,7 @@ timeout 600 "$root/contrib/lab.sh" mpirun -np 3 --map-by node --mca coll_dualrai
 cat "$out" "$err"
 fail() { echo "run_stage_fail.sh: $*"; echo "0 passed, 1 failed"; exit 1; }
 [ "$rc" -eq 0 ] || fail "mpirun exited $rc"
-verdict_passed "$out" 19 || fail "the check did not pass"
+verdict_passed "$out" 21 || fail "the check did not pass"
 # The failing ranks said why: the injected copy failure, in the component's error line.
 n=$(grep -c "failed: .*injected by dr_mem_standin_fail_copies" "$err" || true)
-[ "$n" -ge 19 ] || fail "$n component error lines name the injected staging failure (19 expected)"
+[ "$n" -ge 20 ] || fail "$n component error lines name the injected staging failure (20 expected)"

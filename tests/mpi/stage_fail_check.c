@@ -32,15 +32,22 @@ enum { kLimitS = 30, kCount = 1000, kNp = 3 };
 
 static const char *current = "start";
 static int me;
+static unsigned limit_s = kLimitS; /* the alarm armed last */
+
+static void arm(unsigned s)
+{
+    limit_s = s;
+    alarm(s);
+}
 
 static void on_alarm(int sig)
 {
     (void)sig;
     char line[160];
     const int n = snprintf(line, sizeof(line),
-                           "stage_fail_check: rank %d: %s did not return within %d s (the peers "
+                           "stage_fail_check: rank %d: %s did not return within %u s (the peers "
                            "of a rank whose staging failed are waiting for it)\n",
-                           me, current, kLimitS);
+                           me, current, limit_s);
     if (n > 0) {
         ssize_t w = write(2, line, (size_t)n);
         (void)w;
@@ -118,6 +125,90 @@ static int run_case(const char *name, void *send_d, void *recv_d, int n)
     return rc;
 }
 
+/* Block q of an allgather's result (kCount ints per rank) must be q's: tag t. */
+static int blocks_ok(const int *r, int n, int t, const char *what)
+{
+    for (int q = 0; q < n; ++q) {
+        for (int k = 0; k < kCount; ++k) {
+            if (r[q * kCount + k] != t * 10 + q) {
+                printf("stage_fail_check: rank %d: %s: block %d holds %d, not %d\n", me, what, q,
+                       r[q * kCount + k], t * 10 + q);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/*
+ * A failed allgather on a duplicate of MPI_COMM_WORLD leaves its peers' blocks in the failing
+ * rank's transport; the duplicate is freed and a new one made, which Open MPI gives the same
+ * context id (the lowest free one): its first allgather has the failed call's key. Before
+ * dr_coll_forget_comm it took the old blocks and returned success.
+ */
+static int reused_comm_id(int *send_h, int *recv_h)
+{
+    const int n = kNp;
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    for (int k = 0; k < kCount; ++k) {
+        send_h[k] = 7000000 + me;
+    }
+    void *send_d = to_dev(send_h, (size_t)kCount * sizeof(int));
+    if (me == 1) {
+        dr_mem_standin_fail_copies(1);
+    }
+    const int rc = MPI_Allgather(send_d, kCount, MPI_INT, recv_h, kCount, MPI_INT, d);
+    dr_mem_standin_fail_copies(0);
+    from_dev(send_h, send_d, (size_t)kCount * sizeof(int));
+    MPI_Comm_free(&d);
+    int ok = me != 1 || rc != MPI_SUCCESS;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+    for (int k = 0; k < kCount; ++k) {
+        send_h[k] = 10 + me;
+    }
+    const int rc2 = MPI_Allgather(send_h, kCount, MPI_INT, recv_h, kCount, MPI_INT, d);
+    ok = ok && rc2 == MPI_SUCCESS && blocks_ok(recv_h, n, 1, "the new communicator's allgather");
+    MPI_Comm_free(&d);
+    return ok;
+}
+
+/*
+ * The failed MPI_Allgather and MPI_Iallgather above (allgather calls 0 and 1 on
+ * MPI_COMM_WORLD) left blocks behind; a call's key repeats 65536 allgathers later. Every one
+ * of the next 65538 allgathers must hold its own blocks (before: calls 65536 and 65537 took
+ * the failed calls' blocks and returned success).
+ */
+static int wrapped_sequence(int n)
+{
+    int s[4], r[4 * kNp];
+    int bad = 0;
+    for (int it = 1; it <= 65538 && bad == 0; ++it) {
+        for (int k = 0; k < 4; ++k) {
+            s[k] = it * 10 + me;
+        }
+        if (MPI_Allgather(s, 4, MPI_INT, r, 4, MPI_INT, MPI_COMM_WORLD) != MPI_SUCCESS) {
+            printf("stage_fail_check: rank %d: allgather %d failed\n", me, it);
+            bad = 1;
+        }
+        for (int q = 0; q < n && bad == 0; ++q) {
+            for (int k = 0; k < 4; ++k) {
+                if (r[q * 4 + k] != it * 10 + q) {
+                    printf(
+                        "stage_fail_check: rank %d: allgather %d after the failed ones: block %d "
+                        "holds %d, not %d\n",
+                        me, it, q, r[q * 4 + k], it * 10 + q);
+                    bad = 1;
+                    break;
+                }
+            }
+        }
+    }
+    return bad == 0;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -171,7 +262,7 @@ int main(int argc, char **argv)
         if (me == c->failing) {
             dr_mem_standin_fail_copies(1);
         }
-        alarm(kLimitS);
+        arm(kLimitS);
         const int rc = run_case(c->name, send_d, recv_d, n);
         alarm(0);
         if (me == c->failing) {
@@ -189,7 +280,7 @@ int main(int argc, char **argv)
         /* The communicator still works: an exact sum through coll/dualrail. */
         current = "the MPI_Allreduce after it";
         long v = me + 1, sum = 0;
-        alarm(kLimitS);
+        arm(kLimitS);
         const int arc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         alarm(0);
         if (arc != MPI_SUCCESS || sum != (long)n * (n + 1) / 2) {
@@ -203,6 +294,19 @@ int main(int argc, char **argv)
             ++failed;
         }
     }
+    /* What the failed calls left behind must never reach a later call. */
+    current = "a communicator whose id was used again";
+    arm(kLimitS);
+    int ok = reused_comm_id(send_h, recv_h);
+    alarm(0);
+    passed += mpi_agree(ok, 90) ? 1 : 0;
+    failed += mpi_agree(ok, 90) ? 0 : 1;
+    current = "65538 allgathers after the failed ones";
+    arm(2 * kLimitS);
+    ok = wrapped_sequence(n);
+    alarm(0);
+    passed += mpi_agree(ok, 94) ? 1 : 0;
+    failed += mpi_agree(ok, 94) ? 0 : 1;
     if (me == 0) {
         printf("%d passed, %d failed\n", passed, failed);
     }

@@ -243,6 +243,71 @@ static void test_cancel(void **state)
     dr_mr_req_free(p->b, r);
 }
 
+static int odd_key(uint64_t key, void *arg)
+{
+    ++*(int *)arg;
+    return (key & 1) != 0;
+}
+
+/* Held messages a caller calls stale are dropped, whatever holds their bytes (inside the
+ * entry, a block of their own, UCX's buffer); the others still reach their receives, and a
+ * later message under a dropped key is received, not the dropped one. Copied sends (up to
+ * copy_max): their senders are done before anything is received. */
+static void test_drop_unexpected(void **state)
+{
+    pair_t *p = *state;
+    static unsigned char big[16384], got[16384];
+    static const size_t sizes[] = {8, 65, sizeof(big)};
+    dr_mr_req_t *s;
+    dr_status_t a, b;
+    for (uint64_t k = 0; k < 6; ++k) { /* keys 5000..5005: the odd ones go */
+        fill(big, sizes[k % 3], (unsigned)k);
+        assert_int_equal(dr_mr_isend(p->a, 1, 5000 + k, big, sizes[k % 3], &s), DR_OK);
+        finish(p, s, NULL, &a, &b, NULL); /* the sender is done: the receiver holds it */
+        assert_int_equal(a, DR_OK);
+        dr_mr_req_free(p->a, s);
+    }
+    for (int k = 0; k < 200; ++k) {
+        dr_mr_progress(p->b);
+    }
+    int calls = 0;
+    assert_int_equal(dr_mr_drop_unexpected(p->a, odd_key, &calls), 0); /* a holds nothing */
+    const size_t dropped = dr_mr_drop_unexpected(p->b, odd_key, &calls);
+    assert_int_equal(dropped, 3);
+    assert_int_equal(calls, 6);
+    assert_int_equal(dr_mr_drop_unexpected(p->b, odd_key, &calls), 0);
+    assert_int_equal(dr_mr_drop_unexpected(NULL, odd_key, &calls), 0);
+    assert_int_equal(dr_mr_drop_unexpected(p->b, NULL, NULL), 0);
+    for (uint64_t k = 0; k < 6; ++k) {
+        dr_mr_req_t *r;
+        const size_t n = sizes[k % 3];
+        memset(got, 0xee, sizeof(got));
+        assert_int_equal(dr_mr_irecv(p->b, 0, 5000 + k, got, sizeof(got), &r), DR_OK);
+        if (k % 2 == 1) {
+            /* dropped: the receive waits for a new message under its key */
+            for (int i = 0; i < 200; ++i) {
+                dr_mr_progress(p->a);
+                dr_mr_progress(p->b);
+            }
+            assert_int_equal(dr_mr_test(p->b, r, NULL), DR_INPROGRESS);
+            fill(big, n, 100 + (unsigned)k);
+            assert_int_equal(dr_mr_isend(p->a, 1, 5000 + k, big, n, &s), DR_OK);
+        } else {
+            fill(big, n, (unsigned)k);
+            s = NULL;
+        }
+        size_t len = 0;
+        finish(p, s, r, &a, &b, &len);
+        assert_int_equal(b, DR_OK);
+        assert_int_equal(len, n);
+        assert_memory_equal(got, big, n);
+        if (s != NULL) {
+            dr_mr_req_free(p->a, s);
+        }
+        dr_mr_req_free(p->b, r);
+    }
+}
+
 /* dr_mr_destroy with a receive still posted must not write into its buffer, which the
  * caller frees right after: data arriving during shutdown is dropped. */
 static void test_destroy_cancels_receives(void **state)
@@ -361,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_test_free),
         cmocka_unit_test(test_add_peer_errors),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_drop_unexpected),
         cmocka_unit_test(test_destroy_cancels_receives),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_tcp_segment_env),
