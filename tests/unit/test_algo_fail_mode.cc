@@ -162,10 +162,19 @@ void one_rank(const Cfg &c, Transport &t, Params p, int rank, Outcome &o)
         }
         return true;
     };
+    /* Every kind's buffers and counts; a case sets what differs. */
+    p.sendbuf = s;
+    p.recvbuf = r;
+    p.count = kBlock;
+    if (c.kind == kKindReduce || c.kind == kKindReduceScatterBlock || c.kind == kKindAllreduce) {
+        p.elem_size = 8;
+        p.count = words;
+        p.reduce = sum_u64;
+    }
     switch (c.kind) {
     case kKindBcast:
+        p.sendbuf = nullptr;
         p.recvbuf = rank == c.root ? s : r;
-        p.count = kBlock;
         o.st = bcast(t, p, &o.err);
         o.correct = true;
         for (size_t i = 0; rank != c.root && i < words; ++i) {
@@ -173,32 +182,22 @@ void one_rank(const Cfg &c, Transport &t, Params p, int rank, Outcome &o)
         }
         break;
     case kKindAllgather:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.count = kBlock;
         o.st = allgather(t, p, &scratch, &o.err);
         o.correct = expect_blocks(0);
         break;
     case kKindAllgatherv:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.count = kBlock;
         p.counts = counts.data();
         p.displs = displs.data();
         o.st = allgatherv(t, p, &scratch, &o.err);
         o.correct = expect_blocks(0);
         break;
     case kKindGather:
-        p.sendbuf = s;
         p.recvbuf = rank == c.root ? r : nullptr;
-        p.count = kBlock;
         o.st = gather(t, p, &scratch, &o.err);
         o.correct = rank != c.root || expect_blocks(0);
         break;
     case kKindScatter:
         p.sendbuf = rank == c.root ? s : nullptr;
-        p.recvbuf = r;
-        p.count = kBlock;
         o.st = scatter(t, p, &scratch, &o.err);
         o.correct = true;
         for (size_t i = 0; i < words; ++i) {
@@ -206,45 +205,25 @@ void one_rank(const Cfg &c, Transport &t, Params p, int rank, Outcome &o)
         }
         break;
     case kKindGatherv:
-        p.sendbuf = s;
         p.recvbuf = rank == c.root ? r : nullptr;
-        p.count = kBlock;
         p.counts = counts.data();
         p.displs = displs.data();
         o.st = gatherv(t, p, &o.err);
         o.correct = rank != c.root || expect_blocks(0);
         break;
     case kKindReduce:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.elem_size = 8;
-        p.count = words;
-        p.reduce = sum_u64;
         o.st = reduce(t, p, &scratch, &o.err);
         o.correct = rank != c.root || expect_sum(out.data(), 0, words);
         break;
     case kKindReduceScatterBlock:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.elem_size = 8;
-        p.count = words;
-        p.reduce = sum_u64;
         o.st = reduce_scatter_block(t, p, &scratch, &o.err);
         o.correct = expect_sum(out.data(), (size_t)rank * words, words);
         break;
     case kKindAllreduce:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.elem_size = 8;
-        p.count = words;
-        p.reduce = sum_u64;
         o.st = allreduce(t, p, &scratch, &o.err);
         o.correct = expect_sum(out.data(), 0, words);
         break;
     case kKindAlltoall:
-        p.sendbuf = s;
-        p.recvbuf = r;
-        p.count = kBlock;
         o.st = alltoall(t, p, 0, &scratch, &o.err);
         o.correct = expect_blocks(1);
         break;
