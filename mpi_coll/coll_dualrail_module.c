@@ -13,6 +13,7 @@
 
 #include "ompi/group/group.h"
 #include "ompi/proc/proc.h"
+#include "ompi/runtime/mpiruntime.h"
 
 #include "dualrail/topo.h"
 #include "opal/mca/base/mca_base_var.h"
@@ -119,7 +120,10 @@ static void module_destruct(mca_coll_dualrail_module_t *m)
         mca_coll_dualrail_component.kind_calls[k] += m->calls[k];
         mca_coll_dualrail_component.kind_fallbacks[k] += m->fallbacks[k];
     }
-    if (m->active && mca_coll_dualrail_component.mr != NULL) {
+    /* Not once MPI_Finalize has begun: no communicator comes after, and the drain would see
+     * the peers that finished first leave (their planes counted as failed over at the end). */
+    if (m->active && mca_coll_dualrail_component.mr != NULL &&
+        ompi_mpi_state < OMPI_MPI_STATE_FINALIZE_STARTED) {
         forget_comm(m);
     }
     mca_coll_dualrail_gpu_module_fini(m); /* GPU staging of this communicator, if any */
