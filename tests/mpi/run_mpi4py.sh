@@ -37,14 +37,18 @@ lab=$root/contrib/lab.sh
 . "$root/contrib/lib/schedule.sh" # stamp, sleep_until
 /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null ||
   { echo "run_mpi4py.sh: python3-mpi4py and python3-numpy are needed (contrib/setup.sh)"; exit 1; }
-out=$(mktemp)
+out=$(mktemp) err=$(mktemp)
 heal() { [ -z "$kind" ] || "$lab" fault 1 a heal >/dev/null 2>&1 || true; }
-trap 'heal; rm -f "$out"' EXIT
+trap 'heal; rm -f "$out" "$err"' EXIT
 heal
 fail() { echo "run_mpi4py.sh: FAIL: $*"; exit 1; }
+# The ranks' stdout (the client's lines, its verdict) apart from their stderr (coll/dualrail's
+# lines): mpirun forwards a rank's two streams independently, and one stream into both once
+# put another rank's stderr line right after rank 0's verdict, on its line ("2472 passed, 0
+# failed[node1:4142] coll/dualrail: ...", a CI run of mpi4py_client_blackhole).
 { timeout -k 10 $((${seconds%.*} + 120)) "$lab" mpirun -np "$np" --map-by node \
     --mca coll_dualrail_priority 100 --mca coll_dualrail_verbose 1 \
-    /usr/bin/python3 "$root/tests/mpi/mpi4py_client.py" --seconds "$seconds" 2>&1
+    /usr/bin/python3 "$root/tests/mpi/mpi4py_client.py" --seconds "$seconds" 2>"$err"
   echo "JOB-EXIT $?"; } | stamp >"$out" &
 job=$!
 if [ -n "$kind" ]; then
@@ -65,9 +69,11 @@ if [ -n "$kind" ]; then
 fi
 wait "$job"
 cut -d' ' -f2- "$out"
+cat "$err"
 rc=$(sed -n 's/^[0-9.]* JOB-EXIT \([0-9]*\)$/\1/p' "$out" | tail -1)
 [ "$rc" = 0 ] || fail "the job exited ${rc:-?}"
 verdict_passed "$out" "[0-9.]+ [1-9][0-9]*" || fail "the client's results are not all exact"
+cat "$err" >>"$out" # the component's lines, for the checks below
 ! grep -q "WRONG RESULT" "$out" || fail "wrong results"
 n=$(grep -c "plane(s) on devices .*, thread safe (MPI_THREAD_MULTIPLE)" "$out" || true)
 [ "$n" -eq "$np" ] || fail "a thread-safe context on $n of $np ranks"
