@@ -125,6 +125,16 @@ static int run_case(const char *name, void *send_d, void *recv_d, int n)
     return rc;
 }
 
+/* One check's verdict, agreed by every rank (tags tag and tag + 1), into the counts. */
+static void tally(int ok, int tag, int *passed, int *failed)
+{
+    if (mpi_agree(ok, tag)) {
+        ++*passed;
+    } else {
+        ++*failed;
+    }
+}
+
 /* Block q of an allgather's result (kCount ints per rank) must be q's: tag t. */
 static int blocks_ok(const int *r, int n, int t, const char *what)
 {
@@ -288,25 +298,19 @@ int main(int argc, char **argv)
                    c->name, arc, sum);
             ok = 0;
         }
-        if (mpi_agree(ok, 100 + 2 * (int)i)) {
-            ++passed;
-        } else {
-            ++failed;
-        }
+        tally(ok, 100 + 2 * (int)i, &passed, &failed);
     }
     /* What the failed calls left behind must never reach a later call. */
     current = "a communicator whose id was used again";
     arm(kLimitS);
     int ok = reused_comm_id(send_h, recv_h);
     alarm(0);
-    passed += mpi_agree(ok, 90) ? 1 : 0;
-    failed += mpi_agree(ok, 90) ? 0 : 1;
+    tally(ok, 90, &passed, &failed);
     current = "65538 allgathers after the failed ones";
     arm(2 * kLimitS);
     ok = wrapped_sequence(n);
     alarm(0);
-    passed += mpi_agree(ok, 94) ? 1 : 0;
-    failed += mpi_agree(ok, 94) ? 0 : 1;
+    tally(ok, 94, &passed, &failed);
     if (me == 0) {
         printf("%d passed, %d failed\n", passed, failed);
     }
