@@ -29,6 +29,7 @@ if(NOT TARGET dualrail_algo)
     ${CMAKE_CURRENT_LIST_DIR}/algo/gatherv_linear.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_ring.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd.cc
+    ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_rd_small.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/engine.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/allreduce_staged.cc
     ${CMAKE_CURRENT_LIST_DIR}/algo/staging.cc

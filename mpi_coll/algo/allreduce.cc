@@ -133,13 +133,13 @@ static dr_status_t allreduce_run(Transport &t, const Params &p, Scratch *scratch
         return DR_OK;
     }
     const int algo = allreduce_choose(p); /* within kRingMaxRanks (allreduce_verdict) */
-    if (scratch == nullptr) {
-        Scratch local;
-        return algo == kAlgoRing ? allreduce_ring(t, p, local, err)
-                                 : allreduce_rd(t, p, local, err);
+    Scratch local;
+    Scratch &s = scratch != nullptr ? *scratch : local;
+    if (algo == kAlgoRing) {
+        return allreduce_ring(t, p, s, err);
     }
-    return algo == kAlgoRing ? allreduce_ring(t, p, *scratch, err)
-                             : allreduce_rd(t, p, *scratch, err);
+    return allreduce_rd_small_fits(p) ? allreduce_rd_small(t, p, s, err)
+                                      : allreduce_rd(t, p, s, err);
 }
 
 dr_status_t allreduce_fail_early(Transport &t, const Params &in, dr_status_t st,

@@ -6,6 +6,8 @@
  *                      and one rank, picks ring or recursive doubling;
  *   allreduce_ring()   allreduce_ring.cc
  *   allreduce_rd()     allreduce_rd.cc
+ *   allreduce_rd_small() allreduce_rd_small.cc: recursive doubling's small calls on a
+ *                      power-of-two rank count, without the engine's set-up
  *
  * Every rank of the communicator calls allreduce() with the same count,
  * elem_size, algorithm, rd_max_bytes, segment_size, comm_id and seq; the
@@ -52,6 +54,15 @@ dr_status_t allreduce_fail_early(Transport &t, const Params &p, dr_status_t st,
 /* The algorithms, for arguments allreduce() has checked and normalized (size >= 2, count >= 1). */
 dr_status_t allreduce_ring(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 dr_status_t allreduce_rd(Transport &t, const Params &p, Scratch &scratch, std::string *err);
+
+/* The calls recursive doubling gets that allreduce_rd_small() takes instead (same wire
+ * schedule, results bit for bit the same): see allreduce_rd_small.cc, Accepts. */
+constexpr size_t kRdSmallMaxBytes = 16384;
+constexpr int kRdSmallMaxRounds = 7;
+bool allreduce_rd_small_fits(const Params &p);
+dr_status_t allreduce_rd_small(Transport &t, const Params &p, Scratch &scratch, std::string *err);
+/* How many allreduce_rd_small() calls in this process built the engine (slow mode). */
+uint64_t allreduce_rd_small_slow_calls();
 
 } // namespace coll
 } // namespace dualrail

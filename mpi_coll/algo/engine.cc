@@ -119,6 +119,15 @@ dr_status_t Engine::irecv(size_t slot, int peer, uint32_t step, uint64_t key, vo
     return post(slot, peer, step, key, buf, len, false);
 }
 
+void Engine::adopt(size_t slot, Transport::Req req, int peer, uint32_t step, const void *buf,
+                   size_t len, bool send)
+{
+    Op &op = ops_[slot];
+    assert(op.req == nullptr && req != nullptr);
+    op = Op{req, buf, peer, step, len, send};
+    ++running_;
+}
+
 dr_status_t Engine::test(size_t slot)
 {
     Op &op = ops_[slot];
@@ -132,15 +141,21 @@ dr_status_t Engine::test(size_t slot)
     }
     op.req = nullptr;
     --running_;
+    return completed(st, op.peer, op.step, op.send, got, op.len);
+}
+
+dr_status_t Engine::completed(dr_status_t st, int peer, uint32_t step, bool send, size_t got,
+                              size_t len)
+{
     if (st != DR_OK) {
-        return transport_error(st, op.peer, op.step, op.send ? "send to" : "receive from");
+        return transport_error(st, peer, step, send ? "send to" : "receive from");
     }
-    if (!op.send && got != op.len) {
-        mark_failed(op.peer);
+    if (!send && got != len) {
+        mark_failed(peer);
         return set_error(DR_ERR_TRUNCATED,
                          "%s sent %zu bytes at step %u where %zu were expected (do the ranks agree "
                          "on count, datatype and algorithm?)",
-                         name(op.peer).s, got, op.step, op.len);
+                         name(peer).s, got, step, len);
     }
     ++completions_;
     return DR_OK;

@@ -144,6 +144,29 @@ class Engine {
                       size_t len);
     dr_status_t irecv(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len);
 
+    /* A request the caller posted itself (an algorithm that runs without the engine while
+     * nothing goes wrong: allreduce_rd_small.cc) into a free slot, as post() would have. */
+    void adopt(size_t slot, Transport::Req req, int peer, uint32_t step, const void *buf,
+               size_t len, bool send);
+    /* The verdict on a finished transfer (transport status st, got bytes of len): DR_OK, or
+     * the error recorded as test() records it (the peer marked failed). */
+    dr_status_t completed(dr_status_t st, int peer, uint32_t step, bool send, size_t got,
+                          size_t len);
+    /* A transfer that could not be posted (transport status st): recorded as post() does. */
+    dr_status_t post_failed(dr_status_t st, int peer, uint32_t step, bool send)
+    {
+        return transport_error(st, peer, step, send ? "send to" : "receive from");
+    }
+
+    /* Listen for the peers' aborts from now on (an algorithm that has waited
+     * kAbortListenAfter without the engine: stalled() would start only after as long again). */
+    void listen_now()
+    {
+        if (!listening_) {
+            (void)listen();
+        }
+    }
+
     bool busy(size_t slot) const { return ops_[slot].req != nullptr; }
     /* DR_OK once the slot's request completed (it is released) or when the slot is free. */
     dr_status_t test(size_t slot);

@@ -7,7 +7,7 @@ endif()
 
 find_package(Threads REQUIRED)
 
-foreach(t math allreduce faults mr coll alltoall alltoall_mr reduce gathers fail_mode)
+foreach(t math allreduce rd_small faults mr coll alltoall alltoall_mr reduce gathers fail_mode)
   add_executable(test_algo_${t} ${CMAKE_CURRENT_LIST_DIR}/test_algo_${t}.cc)
   target_link_libraries(test_algo_${t} PRIVATE dualrail_algo PkgConfig::CMOCKA Threads::Threads)
 endforeach()
@@ -17,6 +17,8 @@ add_test(NAME unit_algo_math COMMAND test_algo_math)
 add_test(NAME unit_algo_allreduce_1_8 COMMAND test_algo_allreduce 1 8)
 add_test(NAME unit_algo_allreduce_9_12 COMMAND test_algo_allreduce 9 12)
 add_test(NAME unit_algo_allreduce_13_16 COMMAND test_algo_allreduce 13 16)
+# Recursive doubling without the engine's set-up: the general schedule's bits, slow mode, errors.
+add_test(NAME unit_algo_rd_small COMMAND test_algo_rd_small)
 add_test(NAME unit_algo_faults COMMAND test_algo_faults)
 # Params::fail (a rank whose staging failed): every algorithm tells its peers, touches nothing.
 add_test(NAME unit_algo_fail_mode COMMAND test_algo_fail_mode)
@@ -31,7 +33,7 @@ add_test(NAME unit_algo_gathers COMMAND test_algo_gathers)
 # The C API over ucx_mr on the loopback device (one context per rank thread).
 add_test(NAME unit_algo_mr COMMAND test_algo_mr)
 set_tests_properties(unit_algo_math unit_algo_allreduce_1_8 unit_algo_allreduce_9_12
-  unit_algo_allreduce_13_16 unit_algo_faults unit_algo_fail_mode unit_algo_mr unit_algo_coll_1_8 unit_algo_coll_9_16
+  unit_algo_allreduce_13_16 unit_algo_rd_small unit_algo_faults unit_algo_fail_mode unit_algo_mr unit_algo_coll_1_8 unit_algo_coll_9_16
   unit_algo_reduce_1_8 unit_algo_reduce_9_16 unit_algo_gathers
   PROPERTIES TIMEOUT 300 LABELS unit)
 # Alltoall, alltoallv: pairwise and Bruck peer math, tables by rank count, skewed v-counts,
