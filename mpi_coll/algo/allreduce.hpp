@@ -6,8 +6,8 @@
  *                      and one rank, picks ring or recursive doubling;
  *   allreduce_ring()   allreduce_ring.cc
  *   allreduce_rd()     allreduce_rd.cc
- *   allreduce_rd_small() allreduce_rd_small.cc: recursive doubling's small calls on a
- *                      power-of-two rank count, without the engine's set-up
+ *   allreduce_rd_small() allreduce_rd_small.cc: recursive doubling's small calls
+ *                      without the engine's set-up
  *
  * Every rank of the communicator calls allreduce() with the same count,
  * elem_size, algorithm, rd_max_bytes, segment_size, comm_id and seq; the

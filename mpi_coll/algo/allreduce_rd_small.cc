@@ -1,47 +1,52 @@
 /*
- * Recursive doubling for small messages on a power-of-two rank count, without the
- * engine's set-up while nothing goes wrong.
+ * Recursive doubling for small messages, without the engine's set-up while nothing goes
+ * wrong.
  *
  * Purpose:  the latency of small allreduces, the calls iterative solvers make per
  *           iteration. The general schedule (allreduce_rd.cc) sets up per call what a
  *           round that sends a copied message and waits for one receive never uses:
  *           request slots, a three-buffer rotation for sends still running, the
  *           engine's abort and error bookkeeping. On an 8-byte call that set-up was a
- *           quarter of the call's own instructions (perf/instr_count.sh), nearly all
- *           of it between the call's entry and its send or between the peer's data
- *           arriving and the return: the latency. Here a round is one send, which the
+ *           seventh of the call's own instructions (perf/instr_count.sh), nearly all of
+ *           it between the call's entry and its send or between the peer's data
+ *           arriving and the return: the latency. Here a step is one send, which the
  *           transport completes at once (ucx_mr copies small sends; the copy is what a
  *           plane loss re-sends), one receive and the reduction; the engine is built
  *           only when the call has to wait long, fails, or has a send that does not
  *           complete at once (slow mode, below).
- * Accepts:  n = 2^k, 2 <= n <= 2^kRdSmallMaxRounds, count >= 1, a blocking call (no
+ * Accepts:  2 <= n < 2^(kRdSmallMaxRounds+1), count >= 1, a blocking call (no
  *           Params::yield), no Params::fail; allreduce() sends it what recursive
- *           doubling would get up to kRdSmallMaxBytes (ucx_mr's default copy_max: larger
- *           sends are not copied, and every call would end in slow mode); the others run
- *           allreduce_rd.cc.
- * Limits:   power-of-two rank counts only (folding the extra ranks in and out is
- *           allreduce_rd.cc's); up to 2^kRdSmallMaxRounds ranks, so that the engine's
- *           request slots and peer lists fit its inline storage and building it in the
- *           middle of a call never allocates (and so never fails); two scratch vectors.
+ *           doubling would get up to kRdSmallMaxBytes (ucx_mr's default copy_max:
+ *           larger sends are not copied, and every call would end in slow mode); the
+ *           others run allreduce_rd.cc.
+ * Limits:   up to 255 ranks (kRdSmallMaxRounds rounds), so that the engine's request
+ *           slots and peer list fit its inline storage and building it in the middle of
+ *           a call never allocates (and so never fails); two scratch vectors.
  * Results:  the wire schedule of allreduce_rd.cc for the same call, message for
- *           message: the same keys (step 1 + j in round j), partners (rank ^ 2^j),
- *           lengths and operand order (the lower rank's vector as `in`, the higher's as
- *           `inout`), so ranks on either path pair up, and the results are bit for bit
+ *           message: the same steps, keys, partners (rd_math.hpp: the extra ranks fold
+ *           out to rank + 1 and back), lengths and operand order (in a round the lower
+ *           rank's vector as `in`, the higher's as `inout`; in the fold the partner's as
+ *           `in`), so ranks on either path pair up, and the results are bit for bit
  *           those of the general schedule.
  *
- * Steps on 4 ranks ("<>" exchange and reduce):
+ * Steps on 6 ranks (as allreduce_rd.cc: p = 4, ranks 0 and 2 fold out; "<>" exchange and
+ * reduce, "->" send, "<-" receive):
  *
- *   step  what       rank 0   rank 1   rank 2   rank 3
- *    1    round 0    <>1      <>0      <>3      <>2
- *    2    round 1    <>2      <>3      <>0      <>1
+ *   step  what       rank 0   rank 1   rank 2   rank 3   rank 4   rank 5
+ *    0    fold       ->1      <-0 +    ->3      <-2 +    .        .
+ *    1    round 0    .        <>3      .        <>1      <>5      <>4
+ *    2    round 1    .        <>4      .        <>5      <>1      <>3
+ *    3    unfold     <-1      ->0      <-3      ->2      .        .
  *
  * Buffers. `cur` is this rank's vector so far: the send buffer (read only), recvbuf, or
  * a scratch vector. A round receives the partner's vector into scratch[ri], never `cur`.
  * The lower rank of a pair reduces into what it received (`inout` = the higher's
  * vector), which becomes `cur`, and the next round receives into the other scratch
  * vector; the higher rank reduces into `cur` (copied to recvbuf first when it is the
- * send buffer). A round writes `cur` only once its send is complete, which in fast mode
- * it is when posted; at the end `cur` is copied to recvbuf unless it is recvbuf.
+ * send buffer); the fold's partner reduces into what it received, as a lower rank. A
+ * step writes `cur` only once its send is complete, which in fast mode it is when posted;
+ * at the end `cur` is copied to recvbuf unless it is recvbuf. An extra rank receives the
+ * result into recvbuf once its own send is complete (in place, that send reads it).
  *
  * Slow mode. The engine (engine.hpp) takes over for the rest of the call when a receive
  * has waited kAbortListenAfter (the point at which the engine starts listening for its
@@ -116,14 +121,16 @@ class RdSmall {
   private:
     static size_t slot_send(int j) { return 2 * (size_t)j; }
     static size_t slot_recv(int j) { return 2 * (size_t)j + 1; }
+    size_t slot_fold() const { return 2 * (size_t)rounds_; }
+    size_t slot_unfold() const { return 2 * (size_t)rounds_ + 1; }
 
     uint64_t key(int step) const
     {
         return key_base_ | (uint64_t)step << (DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS);
     }
 
-    /* The engine, built on first use with the schedule's peers (rd_peers: the fold peer, none
-     * here, then each round's partner), and scratch as the range a running send may read. */
+    /* The engine, built on first use with the schedule's peers (rd_peers: the fold peer,
+     * then each round's partner), and scratch as the range a running send may read. */
     Engine &engine(const char *scratch, size_t len)
     {
         if (eng_ == nullptr) {
@@ -132,7 +139,7 @@ class RdSmall {
             int peers[kRdMaxPeers];
             const int np = rd_peers(r_, n_, peers);
             /* Within the engine's inline storage (kRdSmallMaxRounds), so it cannot fail. */
-            (void)eng_->init(2 * (size_t)rounds_, peers, (size_t)np);
+            (void)eng_->init(2 * (size_t)rounds_ + 2, peers, (size_t)np);
             if (scratch != nullptr) {
                 eng_->set_scratch(scratch, len);
             }
@@ -145,12 +152,38 @@ class RdSmall {
     {
         char *const R = static_cast<char *>(p_.recvbuf);
         const char *cur = p_.sendbuf != nullptr ? static_cast<const char *>(p_.sendbuf) : R;
+        const RdRole role = rd_role(r_, n_);
+        dr_status_t st;
+        if (role == RdRole::kExtra) {
+            /* Fold out: our vector to rank + 1, the result back into recvbuf (which, in
+             * place, the send reads: its completion comes first). */
+            const int q = rd_fold_peer(r_, n_);
+            if ((st = send(slot_fold(), q, rd_step_fold(), cur)) != DR_OK ||
+                (st = send_done(slot_fold())) != DR_OK) {
+                return st;
+            }
+            return recv(slot_unfold(), q, rd_step_unfold(n_), R);
+        }
         int ri = 0;
-        for (int j = 0; j < rounds_; ++j) {
-            const int q = r_ ^ (1 << j), step = rd_step_round(j);
+        if (role == RdRole::kPartner) {
+            /* Fold in: the extra rank's vector, reduced into as allreduce_rd.cc does (ours
+             * as `in`). */
             char *into = tmp_[ri];
-            const dr_status_t st = exchange(j, q, step, cur, into);
-            if (st != DR_OK) {
+            if ((st = recv(slot_fold(), rd_fold_peer(r_, n_), rd_step_fold(), into)) != DR_OK) {
+                return st;
+            }
+            p_.reduce(cur, into, p_.count, p_.reduce_arg);
+            cur = into;
+            ri ^= 1;
+        }
+        for (int j = 0; j < rounds_; ++j) {
+            const int q = rd_partner(r_, n_, j), step = rd_step_round(j);
+            char *into = tmp_[ri];
+            /* The send first: the partner waits for it (as allreduce_rd.cc). cur is
+             * written only once its send is complete. */
+            if ((st = send(slot_send(j), q, step, cur)) != DR_OK ||
+                (st = recv(slot_recv(j), q, step, into)) != DR_OK ||
+                (st = send_done(slot_send(j))) != DR_OK) {
                 return st;
             }
             if (r_ < q) {
@@ -170,52 +203,62 @@ class RdSmall {
         if (cur != R) {
             memcpy(R, cur, bytes_);
         }
+        if (role == RdRole::kPartner) {
+            /* Unfold: the result to the extra rank. */
+            const int q = rd_fold_peer(r_, n_);
+            if ((st = send(slot_unfold(), q, rd_step_unfold(n_), R)) != DR_OK) {
+                return st;
+            }
+            return send_done(slot_unfold());
+        }
         return DR_OK;
     }
 
-    /* Round j: send cur to q, receive q's vector into `into`; both complete on return. */
-    dr_status_t exchange(int j, int q, int step, const char *cur, char *into)
+    /* Post a send of buf to q at step. Fast mode: the transport completes it at once
+     * (copied), or it is adopted by the engine (slow mode), which send_done() waits for. */
+    dr_status_t send(size_t slot, int q, int step, const char *buf)
     {
         const uint64_t k = key(step);
         if (eng_ != nullptr) {
-            dr_status_t st;
-            if ((st = eng_->isend(slot_send(j), q, (uint32_t)step, k, cur, bytes_)) != DR_OK ||
-                (st = eng_->irecv(slot_recv(j), q, (uint32_t)step, k, into, bytes_)) != DR_OK ||
-                (st = eng_->wait(slot_recv(j))) != DR_OK) {
-                return st;
-            }
-            return eng_->wait(slot_send(j)); /* cur is written once the round is over */
+            return eng_->isend(slot, q, (uint32_t)step, k, buf, bytes_);
         }
-        /* The send first: the partner waits for it (as allreduce_rd.cc). */
-        Transport::Req sreq = nullptr, rreq = nullptr;
+        Transport::Req req = nullptr;
         size_t got = 0;
-        dr_status_t st = t_.isend(q, k, cur, bytes_, &sreq);
+        dr_status_t st = t_.isend(q, k, buf, bytes_, &req);
         if (st != DR_OK) {
             return engine().post_failed(st, q, (uint32_t)step, true);
         }
-        st = t_.reap(sreq, &got);
+        st = t_.reap(req, &got);
         if (st == DR_INPROGRESS) {
-            /* Not copied by the transport: slow mode, which waits for it before cur is
-             * written. */
-            engine().adopt(slot_send(j), sreq, q, (uint32_t)step, cur, bytes_, true);
-            if ((st = eng_->irecv(slot_recv(j), q, (uint32_t)step, k, into, bytes_)) != DR_OK ||
-                (st = eng_->wait(slot_recv(j))) != DR_OK) {
-                return st;
-            }
-            return eng_->wait(slot_send(j));
+            /* Not copied by the transport: slow mode. */
+            engine().adopt(slot, req, q, (uint32_t)step, buf, bytes_, true);
+            return DR_OK;
         }
+        return st == DR_OK ? DR_OK : engine().completed(st, q, (uint32_t)step, true, got, bytes_);
+    }
+
+    /* The send in slot is complete (at once in fast mode). */
+    dr_status_t send_done(size_t slot) { return eng_ != nullptr ? eng_->wait(slot) : DR_OK; }
+
+    /* Receive q's vector at step into `into`; complete on return. */
+    dr_status_t recv(size_t slot, int q, int step, char *into)
+    {
+        const uint64_t k = key(step);
+        if (eng_ != nullptr) {
+            const dr_status_t st = eng_->irecv(slot, q, (uint32_t)step, k, into, bytes_);
+            return st != DR_OK ? st : eng_->wait(slot);
+        }
+        Transport::Req req = nullptr;
+        const dr_status_t st = t_.irecv(q, k, into, bytes_, &req);
         if (st != DR_OK) {
-            return engine().completed(st, q, (uint32_t)step, true, got, bytes_);
-        }
-        if ((st = t_.irecv(q, k, into, bytes_, &rreq)) != DR_OK) {
             return engine().post_failed(st, q, (uint32_t)step, false);
         }
-        return wait_recv(j, q, step, rreq, into);
+        return wait_recv(slot, q, step, req, into);
     }
 
     /* Engine::wait for one receive, without the engine until it has waited
      * kAbortListenAfter: progress, the idle callback, the clock every kClockEvery polls. */
-    dr_status_t wait_recv(int j, int q, int step, Transport::Req rreq, char *into)
+    dr_status_t wait_recv(size_t slot, int q, int step, Transport::Req rreq, char *into)
     {
         unsigned polls = 0, spins = 0;
         bool since_set = false;
@@ -240,9 +283,9 @@ class RdSmall {
                     /* A long wait: the engine's, which listens for the peers' aborts from
                      * now on, as it would have here, and keeps the timeout (its inactivity
                      * span starts now, kAbortListenAfter later than the general schedule's). */
-                    engine().adopt(slot_recv(j), rreq, q, (uint32_t)step, into, bytes_, false);
+                    engine().adopt(slot, rreq, q, (uint32_t)step, into, bytes_, false);
                     eng_->listen_now();
-                    return eng_->wait(slot_recv(j));
+                    return eng_->wait(slot);
                 }
             }
             if (events == 0) {
@@ -269,9 +312,8 @@ class RdSmall {
 
 bool allreduce_rd_small_fits(const Params &p)
 {
-    return p.size >= 2 && (p.size & (p.size - 1)) == 0 && rd_rounds(p.size) <= kRdSmallMaxRounds &&
-           p.count >= 1 && p.count * p.elem_size <= kRdSmallMaxBytes && p.yield == nullptr &&
-           p.fail == DR_OK;
+    return p.size >= 2 && rd_rounds(p.size) <= kRdSmallMaxRounds && p.count >= 1 &&
+           p.count * p.elem_size <= kRdSmallMaxBytes && p.yield == nullptr && p.fail == DR_OK;
 }
 
 uint64_t allreduce_rd_small_slow_calls()
