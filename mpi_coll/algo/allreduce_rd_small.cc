@@ -153,6 +153,8 @@ class RdSmall {
         char *const R = static_cast<char *>(p_.recvbuf);
         const char *cur = p_.sendbuf != nullptr ? static_cast<const char *>(p_.sendbuf) : R;
         const RdRole role = rd_role(r_, n_);
+        /* rd_partner's arithmetic, its vrank and rem taken once per call */
+        const int rem = rd_rem(n_), v = rd_vrank(r_, n_);
         dr_status_t st;
         if (role == RdRole::kExtra) {
             /* Fold out: our vector to rank + 1, the result back into recvbuf (which, in
@@ -177,7 +179,8 @@ class RdSmall {
             ri ^= 1;
         }
         for (int j = 0; j < rounds_; ++j) {
-            const int q = rd_partner(r_, n_, j), step = rd_step_round(j);
+            const int pv = v ^ (1 << j);
+            const int q = pv < rem ? 2 * pv + 1 : pv + rem, step = rd_step_round(j);
             char *into = tmp_[ri];
             /* The send first: the partner waits for it (as allreduce_rd.cc). cur is
              * written only once its send is complete. */
@@ -216,7 +219,7 @@ class RdSmall {
 
     /* Post a send of buf to q at step. Fast mode: the transport completes it at once
      * (copied), or it is adopted by the engine (slow mode), which send_done() waits for. */
-    dr_status_t send(size_t slot, int q, int step, const char *buf)
+    __attribute__((always_inline)) dr_status_t send(size_t slot, int q, int step, const char *buf)
     {
         const uint64_t k = key(step);
         if (eng_ != nullptr) {
@@ -241,7 +244,7 @@ class RdSmall {
     dr_status_t send_done(size_t slot) { return eng_ != nullptr ? eng_->wait(slot) : DR_OK; }
 
     /* Receive q's vector at step into `into`; complete on return. */
-    dr_status_t recv(size_t slot, int q, int step, char *into)
+    __attribute__((always_inline)) dr_status_t recv(size_t slot, int q, int step, char *into)
     {
         const uint64_t k = key(step);
         if (eng_ != nullptr) {
