@@ -6,8 +6,8 @@
  *           iteration. The general schedule (allreduce_rd.cc) sets up per call what a
  *           round that sends a copied message and waits for one receive never uses:
  *           request slots, a three-buffer rotation for sends still running, the
- *           engine's abort and error bookkeeping. On an 8-byte call that set-up was a
- *           seventh of the call's own instructions (perf/instr_count.sh), nearly all of
+ *           engine's abort and error bookkeeping. On an 8-byte call that set-up was about
+ *           an eighth of the call's own instructions (perf/instr_count.sh), nearly all of
  *           it between the call's entry and its send or between the peer's data
  *           arriving and the return: the latency. Here a step is one send, which the
  *           transport completes at once (ucx_mr copies small sends; the copy is what a
