@@ -56,8 +56,6 @@
  * with the transport are handled exactly as in the general schedule. Before that, a wait
  * drives the transport and idles as Engine::stalled does.
  */
-#include <sched.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -66,7 +64,6 @@
 #include "algo/allreduce.hpp"
 #include "algo/engine.hpp"
 #include "algo/rd_math.hpp"
-#include "dualrail/key.h"
 
 namespace dualrail {
 namespace coll {
@@ -80,10 +77,8 @@ class RdSmall {
   public:
     RdSmall(Transport &t, const Params &p)
         : t_(t), p_(p), n_(p.size), r_(p.rank), rounds_(rd_rounds(p.size)),
-          bytes_(p.count * p.elem_size)
+          bytes_(p.count * p.elem_size), key_base_(call_key(p))
     {
-        const dr_key_fields_t f = {p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask, 0, 0, 0};
-        (void)dr_key_pack(&f, &key_base_); /* fields bounded by allreduce()'s checks */
     }
     ~RdSmall()
     {
@@ -124,10 +119,7 @@ class RdSmall {
     size_t slot_fold() const { return 2 * (size_t)rounds_; }
     size_t slot_unfold() const { return 2 * (size_t)rounds_ + 1; }
 
-    uint64_t key(int step) const
-    {
-        return key_base_ | (uint64_t)step << (DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS);
-    }
+    uint64_t key(int step) const { return step_key(key_base_, (uint32_t)step, 0, 0); }
 
     /* The engine, built on first use with the schedule's peers (rd_peers: the fold peer,
      * then each round's partner), and scratch as the range a running send may read. */
@@ -292,11 +284,7 @@ class RdSmall {
                 }
             }
             if (events == 0) {
-                if (p_.idle != nullptr) {
-                    p_.idle(p_.idle_arg);
-                } else if (++spins > 64) {
-                    sched_yield(); /* ranks may share cores (as Engine::stalled) */
-                }
+                idle_poll(p_, &spins);
             }
         }
     }
@@ -305,7 +293,7 @@ class RdSmall {
     const Params &p_;
     const int n_, r_, rounds_;
     const size_t bytes_;
-    uint64_t key_base_ = 0;
+    const uint64_t key_base_;
     char *tmp_[2] = {nullptr, nullptr};
     Engine *eng_ = nullptr;
     alignas(Engine) unsigned char eng_mem_[sizeof(Engine)];

@@ -1,8 +1,6 @@
 /* Request slots, waits, aborts and cleanup shared by the algorithms (engine.hpp). */
 #include "algo/engine.hpp"
 
-#include <sched.h>
-
 #include <cassert>
 #include <cstdarg>
 #include <cstdio>
@@ -45,12 +43,9 @@ dr_status_t abort_status(int32_t code)
 
 } // namespace
 
-Engine::Engine(Transport &t, const Params &p, const char *algo) : t_(t), p_(p), algo_(algo)
+Engine::Engine(Transport &t, const Params &p, const char *algo)
+    : t_(t), p_(p), algo_(algo), key_base_(call_key(p))
 {
-    const dr_key_fields_t f = {p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask, 0, 0, 0};
-    const bool ok = dr_key_pack(&f, &key_base_);
-    assert(ok); /* each kind's entry bounds every field before an algorithm runs */
-    (void)ok;
 }
 
 Engine::~Engine() = default;
@@ -237,11 +232,7 @@ dr_status_t Engine::stalled(int peer, uint32_t step)
         /* A non-blocking collective: its progress callback resumes it at its next turn. */
         p_.yield(p_.yield_arg);
     } else if (events == 0) {
-        if (p_.idle != nullptr) {
-            p_.idle(p_.idle_arg);
-        } else if (++idle_spins_ > 64) {
-            sched_yield(); /* ranks may share cores: give the CPU away while waiting */
-        }
+        idle_poll(p_, &idle_spins_); /* ranks may share cores: give the CPU away */
     }
     return DR_OK;
 }

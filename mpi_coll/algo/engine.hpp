@@ -34,6 +34,8 @@
 #ifndef DUALRAIL_ALGO_ENGINE_HPP
 #define DUALRAIL_ALGO_ENGINE_HPP
 
+#include <sched.h>
+
 #include <cassert>
 #include <chrono>
 #include <cstddef>
@@ -119,6 +121,36 @@ template <class T, size_t N> class InlineArray {
     std::unique_ptr<T[]> heap_;
 };
 
+/* The key of call p with every step field zero (communicator, kind, sequence), packed once
+ * per call, and a step's key from it. Every kind's entry bounds the fields first. */
+inline uint64_t call_key(const Params &p)
+{
+    const dr_key_fields_t f = {p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask, 0, 0, 0};
+    uint64_t k = 0;
+    const bool ok = dr_key_pack(&f, &k);
+    assert(ok);
+    (void)ok;
+    return k;
+}
+inline uint64_t step_key(uint64_t call, uint32_t step, uint32_t block, uint32_t seg)
+{
+    assert(step <= DR_KEY_MASK_(DR_KEY_STEP_BITS) && block <= DR_KEY_MASK_(DR_KEY_BLOCK_BITS) &&
+           seg <= DR_KEY_MASK_(DR_KEY_SEG_BITS));
+    return call | (uint64_t)step << (DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS) |
+           (uint64_t)block << DR_KEY_SEG_BITS | seg;
+}
+
+/* A wait's poll that found nothing (events == 0): p's idle hook, else a yield after 64 such
+ * polls in a row (*spins), for ranks that share cores. */
+inline void idle_poll(const Params &p, unsigned *spins)
+{
+    if (p.idle != nullptr) {
+        p.idle(p.idle_arg);
+    } else if (++*spins > 64) {
+        sched_yield();
+    }
+}
+
 class Engine {
   public:
     Engine(Transport &t, const Params &p, const char *algo);
@@ -133,10 +165,7 @@ class Engine {
      * sequence) is packed once, in the constructor. */
     uint64_t key(uint32_t step, uint32_t block, uint32_t seg) const
     {
-        assert(step <= DR_KEY_MASK_(DR_KEY_STEP_BITS) && block <= DR_KEY_MASK_(DR_KEY_BLOCK_BITS) &&
-               seg <= DR_KEY_MASK_(DR_KEY_SEG_BITS));
-        return key_base_ | (uint64_t)step << (DR_KEY_BLOCK_BITS + DR_KEY_SEG_BITS) |
-               (uint64_t)block << DR_KEY_SEG_BITS | seg;
+        return step_key(key_base_, step, block, seg);
     }
 
     /* Start a transfer in a free slot. len 0 posts nothing. */
