@@ -84,7 +84,7 @@ dr_status_t Engine::post(size_t slot, int peer, uint32_t step, uint64_t key, voi
                           : t_.irecv(peer, key, buf, len, &op.req);
     if (st != DR_OK) {
         op.req = nullptr;
-        return transport_error(st, peer, step, send ? "send to" : "receive from");
+        return post_failed(st, peer, step, send);
     }
     op.buf = buf;
     op.peer = peer;
