@@ -233,6 +233,72 @@ void test_missing_rank(void **state)
     }
 }
 
+/*
+ * dr_allreduce hands small calls straight to allreduce_rd_small (dr_coll.cc, small_direct),
+ * past allreduce()'s checks: every argument those checks reject must still be rejected at
+ * once, with the same error, not run (a run here, alone, would wait for the other ranks and
+ * time out). And a small call the direct way takes runs and times out like any other when
+ * its peers never come.
+ */
+void test_small_direct_checks(void **state)
+{
+    World *w = static_cast<World *>(*state);
+    uint64_t in = 1, out = 0;
+    auto args = [&] {
+        dr_allreduce_args_t a;
+        memset(&a, 0, sizeof(a));
+        a.sendbuf = &in;
+        a.recvbuf = &out;
+        a.count = 1;
+        a.elem_size = 8;
+        a.reduce = sum_u64;
+        a.rank = 0;
+        a.size = kRanks;
+        a.peer_ids = w->ids;
+        a.comm_id = 5;
+        a.seq = 9;
+        a.timeout = 0.3;
+        return a;
+    };
+    struct Bad {
+        const char *what, *says;
+        void (*spoil)(dr_allreduce_args_t *);
+    };
+    const Bad bad[] = {
+        {"rank", "out of range", [](dr_allreduce_args_t *a) { a->rank = a->size; }},
+        {"negative rank", "out of range", [](dr_allreduce_args_t *a) { a->rank = -1; }},
+        {"communicator id", "16 bits", [](dr_allreduce_args_t *a) { a->comm_id = 0x10000; }},
+        {"element size 0", "element size", [](dr_allreduce_args_t *a) { a->elem_size = 0; }},
+        {"element size 65", "element size", [](dr_allreduce_args_t *a) { a->elem_size = 65; }},
+        {"no function", "reduction function", [](dr_allreduce_args_t *a) { a->reduce = nullptr; }},
+        {"no receive buffer", "receive buffer",
+         [](dr_allreduce_args_t *a) { a->recvbuf = nullptr; }},
+        {"algorithm", "unknown algorithm", [](dr_allreduce_args_t *a) { a->algorithm = 7; }},
+    };
+    for (const Bad &b : bad) {
+        dr_allreduce_args_t a = args();
+        b.spoil(&a);
+        char err[256] = "";
+        const auto t0 = std::chrono::steady_clock::now();
+        const dr_status_t st = dr_allreduce(w->mr[0], &a, err, sizeof(err));
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        print_message("%s: %s (%.3f s)\n", b.what, err, took);
+        assert_int_equal(st, DR_ERR_INVALID);
+        assert_non_null(strstr(err, b.says)); /* rejected, not run (that times out) */
+    }
+    /* The direct way's own run: no peer comes, a timeout naming one, in bounded time. */
+    dr_allreduce_args_t a = args();
+    char err[256] = "";
+    const auto t0 = std::chrono::steady_clock::now();
+    assert_int_equal(dr_allreduce(w->mr[0], &a, err, sizeof(err)), DR_ERR_TIMEOUT);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_message("alone: %s (%.3f s)\n", err, took);
+    assert_non_null(strstr(err, "peer rank"));
+    assert_true(took < 10);
+}
+
 } // namespace
 
 int main(void)
@@ -241,6 +307,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_allreduce_over_mr, setup, teardown),
         cmocka_unit_test(test_choose_c_api),
         cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_small_direct_checks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
