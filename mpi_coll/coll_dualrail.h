@@ -140,6 +140,14 @@ typedef struct mca_coll_dualrail_module_t {
     struct dr_staging *staging;   /* GPU buffers: created at the first device call, NULL before */
     unsigned long staging_fallbacks; /* GPU buffers: ring calls that ran without pinned slots */
 
+    /* MPI_Allreduce's last (op, datatype) pair that passed mca_coll_dualrail_op_supported,
+     * with its element size and mca_coll_dualrail_holes: both depend on the pair alone, and
+     * only predefined handles pass, which live as long as MPI. Spares a small call's checks
+     * (before its first send, so its latency). */
+    struct ompi_op_t *ar_op;
+    struct ompi_datatype_t *ar_dtype, *ar_holes;
+    size_t ar_elem;
+
     mca_coll_base_module_allreduce_fn_t previous_allreduce;
     mca_coll_base_module_t *previous_allreduce_module;
     mca_coll_base_module_bcast_fn_t previous_bcast;
@@ -341,9 +349,10 @@ static inline void mca_coll_dualrail_fail_mode(dr_coll_args_t *a, const dr_coll_
 /* Whether a call failed on communicator id cid since the last time this was asked (the
  * failures mca_coll_dualrail_failed reported). */
 bool mca_coll_dualrail_take_failure(uint32_t cid);
-/* Report a failed call (one line naming the collective and communicator); its MPI error. */
+/* Report a failed call (one line naming the collective and communicator); its MPI error.
+ * cold: GCC keeps the paths that report out of the collectives' hot code. */
 int mca_coll_dualrail_failed(struct ompi_communicator_t *comm, const char *what, dr_status_t st,
-                             const char *err);
+                             const char *err) __attribute__((cold));
 
 /* Reduction through Open MPI's op engine, MPI-correct where 4.1.4's is not. */
 void mca_coll_dualrail_reduce(const void *in, void *inout, size_t count, void *arg);

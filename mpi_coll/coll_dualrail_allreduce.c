@@ -64,10 +64,24 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
     mca_coll_dualrail_module_t *m = (mca_coll_dualrail_module_t *)module;
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
     size_t elem = 0;
+    struct ompi_datatype_t *holes;
 
     ++m->calls[DR_KIND_ALLREDUCE];
-    if (!m->active || !mca_coll_dualrail_op_supported(op, dtype, &elem)) {
+    if (!m->active) {
         goto fallback;
+    }
+    if (op == m->ar_op && dtype == m->ar_dtype) {
+        elem = m->ar_elem;
+        holes = m->ar_holes;
+    } else {
+        if (!mca_coll_dualrail_op_supported(op, dtype, &elem)) {
+            goto fallback;
+        }
+        holes = mca_coll_dualrail_holes(dtype);
+        m->ar_op = op;
+        m->ar_dtype = dtype;
+        m->ar_elem = elem;
+        m->ar_holes = holes;
     }
 
     mca_coll_dualrail_reduce_ctx_t rctx;
@@ -97,7 +111,6 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
                      dr_allreduce_choose(&a));
     char err[512];
     dr_status_t st;
-    struct ompi_datatype_t *holes = mca_coll_dualrail_holes(dtype);
     if (holes != NULL) {
         st = allreduce_holes(cm, &a, rbuf, holes, err, sizeof(err));
     } else if (dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), a.sendbuf, rbuf)) {

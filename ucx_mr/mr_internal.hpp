@@ -371,7 +371,10 @@ struct Mr {
     mutable std::mutex mu;
 
     /* mr_core.cc */
-    void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+    /* cold: the paths that log are errors and state changes, and GCC moves what leads to a
+     * cold call out of the hot functions, whose code then spans fewer cache lines (the
+     * kernel's work in every exchange's system calls leaves them cold). */
+    void log(int level, const char *fmt, ...) __attribute__((format(printf, 3, 4), cold));
     /* A known peer in a few instructions (every message looks its peer up, up to five times
      * per small exchange); an unknown one is made when create is set, else nullptr. */
     Peer *peer_get(uint32_t id, bool create)

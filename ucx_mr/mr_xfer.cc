@@ -623,6 +623,21 @@ void Mr::sweep(Peer *p)
 
 using namespace dualrail::mr;
 
+/* The error paths of req_new and fail_if_unreachable, out of line (see Mr::log). */
+__attribute__((cold, noinline)) static dr_status_t no_address(dr_mr_t *mr, uint32_t peer)
+{
+    mr->last_error = "peer " + std::to_string(peer) + " has no address (dr_mr_add_peer)";
+    return DR_ERR_INVALID;
+}
+
+__attribute__((cold, noinline)) static void unreachable(dr_mr_t *mr, Peer *p, Req *r)
+{
+    r->status = DR_ERR_PEER_UNREACHABLE;
+    r->complete = true;
+    mr->last_error =
+        "peer " + std::to_string(p->id) + ": no plane left (" + mr->peer_state_text(p) + ")";
+}
+
 static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t len,
                            bool is_send, Peer **pp, Req **rr)
 {
@@ -631,8 +646,7 @@ static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, 
     }
     Peer *p = mr->peer_get(peer, false);
     if (p == nullptr || !p->known) {
-        mr->last_error = "peer " + std::to_string(peer) + " has no address (dr_mr_add_peer)";
-        return DR_ERR_INVALID;
+        return no_address(mr, peer);
     }
     Req *r = mr->req_get();
     r->is_send = is_send;
@@ -655,10 +669,7 @@ static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, 
 static void fail_if_unreachable(dr_mr_t *mr, Peer *p, Req *r)
 {
     if (!r->complete && mr->live_planes(p) == 0) {
-        r->status = DR_ERR_PEER_UNREACHABLE;
-        r->complete = true;
-        mr->last_error = "peer " + std::to_string(p->id) + ": no plane left (" +
-                         mr->peer_state_text(p) + ")";
+        unreachable(mr, p, r);
     }
 }
 

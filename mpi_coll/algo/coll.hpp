@@ -135,7 +135,7 @@ class Scratch {
 
 /* DR_ERR_INVALID with "<kind>: <reason>" in *err (may be nullptr). */
 dr_status_t reject(std::string *err, int kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 
 /* The checks every kind makes first (rank, size, communicator id, kind, root). */
 dr_status_t check_common(const Params &p, std::string *err);

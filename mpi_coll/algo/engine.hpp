@@ -209,7 +209,7 @@ class Engine {
 
     /* Record the first error (printf format, lowercase, one line); returns st. */
     dr_status_t set_error(dr_status_t st, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4), cold));
 
     /* Leave: on success drop the abort receives; on error clean up and notify peers. */
     dr_status_t finish(dr_status_t st, std::string *err);
