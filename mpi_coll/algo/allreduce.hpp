@@ -6,7 +6,7 @@
  *                      and one rank, picks ring or recursive doubling;
  *   allreduce_ring()   allreduce_ring.cc
  *   allreduce_rd()     allreduce_rd.cc
- *   allreduce_rd_small() allreduce_rd_small.cc: recursive doubling's small calls
+ *   allreduce_rd_small() allreduce_rd_small.hpp: recursive doubling's small calls
  *                      without the engine's set-up
  *
  * Every rank of the communicator calls allreduce() with the same count,
@@ -56,7 +56,7 @@ dr_status_t allreduce_ring(Transport &t, const Params &p, Scratch &scratch, std:
 dr_status_t allreduce_rd(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 
 /* The calls recursive doubling gets that allreduce_rd_small() takes instead (same wire
- * schedule, results bit for bit the same): see allreduce_rd_small.cc, Accepts. */
+ * schedule, results bit for bit the same): see allreduce_rd_small.hpp, Accepts. */
 constexpr size_t kRdSmallMaxBytes = 16384;
 constexpr int kRdSmallMaxRounds = 7;
 bool allreduce_rd_small_fits(const Params &p);

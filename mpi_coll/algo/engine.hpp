@@ -174,7 +174,7 @@ class Engine {
     dr_status_t irecv(size_t slot, int peer, uint32_t step, uint64_t key, void *buf, size_t len);
 
     /* A request the caller posted itself (an algorithm that runs without the engine while
-     * nothing goes wrong: allreduce_rd_small.cc) into a free slot, as post() would have. */
+     * nothing goes wrong: allreduce_rd_small.hpp) into a free slot, as post() would have. */
     void adopt(size_t slot, Transport::Req req, int peer, uint32_t step, const void *buf,
                size_t len, bool send);
     /* The verdict on a finished transfer (transport status st, got bytes of len): DR_OK, or
