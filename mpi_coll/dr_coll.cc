@@ -111,41 +111,16 @@ namespace {
  * given back after its call). */
 thread_local Scratch allreduce_scratch;
 
-/*
- * The calls dr_allreduce hands straight to allreduce_rd_small, for arguments where
- * allreduce() would do the same after its checks: a call c_api_run and
- * allreduce_verdict accept (every check of theirs that can fail is here, or implied:
- * kind, ranks, communicator id, element size, function, buffer, transport), that moves
- * data, that allreduce_choose gives to recursive doubling and that
- * allreduce_rd_small_fits takes. Everything else, rejections included, goes the general
- * way, which reports them. Worth its duplication: the chain of verdicts it skips was
- * about 200 of the 3700 instructions of an 8-byte call's own work, all of it before the
- * call's first send (perf/instr_count.sh).
- */
-inline bool small_direct(const dr_mr_t *mr, const dr_allreduce_args_t *a)
+/* A call allreduce_small_direct() takes, p normalized: allreduce_rd_small with c_api_run's
+ * boundary and allreduce()'s scratch, without allreduce()'s chain of verdicts (worth its
+ * twin in allreduce.cc: that chain was about 200 of the 3700 instructions of an 8-byte
+ * call's own work, all of it before the call's first send, perf/instr_count.sh). */
+dr_status_t allreduce_direct(dr_mr_t *mr, const uint32_t *peer_ids, const Params &p, char *err,
+                             size_t errlen)
 {
-    if (a->fail != DR_OK || mr == nullptr || a->peer_ids == nullptr || a->recvbuf == nullptr ||
-        a->reduce == nullptr || a->size < 2 || (1 << (kRdSmallMaxRounds + 1)) <= a->size ||
-        a->rank < 0 || a->rank >= a->size || a->comm_id > kMaxCommId || a->count < 1 ||
-        a->count > kRdSmallMaxBytes || a->elem_size < 1 || a->elem_size > kMaxElemSize) {
-        return false;
-    }
-    const size_t bytes = a->count * a->elem_size; /* no overflow: both bounded above */
-    const size_t rd_max = a->rd_max_bytes == 0 ? kDefaultRdMaxBytes : a->rd_max_bytes;
-    return bytes <= kRdSmallMaxBytes &&
-           (a->algorithm == kAlgoRd || (a->algorithm == kAlgoAuto && bytes <= rd_max));
-}
-
-dr_status_t allreduce_direct(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, size_t errlen)
-{
-    Params p = to_params(a); /* allreduce()'s normalized() too: */
-    p.seq &= kSeqMask;
-    if (p.sendbuf == p.recvbuf) {
-        p.sendbuf = nullptr;
-    }
     drop_stale(mr, p);
     try {
-        MrTransport t(mr, a->peer_ids);
+        MrTransport t(mr, peer_ids);
         std::string why;
         const dr_status_t st = allreduce_rd_small_on(t, p, allreduce_scratch, &why);
         set_err(err, errlen, why.c_str());
@@ -169,8 +144,11 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
         set_err(err, errlen, "allreduce: no arguments");
         return DR_ERR_INVALID;
     }
-    if (small_direct(mr, a)) {
-        return allreduce_direct(mr, a, err, errlen);
+    if (mr != nullptr && a->peer_ids != nullptr) {
+        const Params p = normalized(to_params(a));
+        if (allreduce_small_direct(p)) {
+            return allreduce_direct(mr, a->peer_ids, p, err, errlen);
+        }
     }
     return c_api_run(mr, a, err, errlen, [](Transport &t, const Params &p, std::string *why) {
         const dr_status_t st = allreduce(t, p, &allreduce_scratch, why);

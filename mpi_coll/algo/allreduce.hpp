@@ -60,6 +60,10 @@ dr_status_t allreduce_rd(Transport &t, const Params &p, Scratch &scratch, std::s
 constexpr size_t kRdSmallMaxBytes = 16384;
 constexpr int kRdSmallMaxRounds = 7;
 bool allreduce_rd_small_fits(const Params &p);
+/* Whether allreduce() would run p (normalized) through allreduce_rd_small: then the caller
+ * may call that directly, skipping allreduce()'s chain of checks (dr_allreduce does).
+ * False for whatever that chain rejects or gives another algorithm. */
+bool allreduce_small_direct(const Params &p);
 dr_status_t allreduce_rd_small(Transport &t, const Params &p, Scratch &scratch, std::string *err);
 /* How many allreduce_rd_small() calls in this process built the engine (slow mode). */
 uint64_t allreduce_rd_small_slow_calls();

@@ -234,7 +234,7 @@ void test_missing_rank(void **state)
 }
 
 /*
- * dr_allreduce hands small calls straight to allreduce_rd_small (dr_coll.cc, small_direct),
+ * dr_allreduce hands small calls straight to allreduce_rd_small (allreduce_small_direct),
  * past allreduce()'s checks: every argument those checks reject must still be rejected at
  * once, with the same error, not run (a run here, alone, would wait for the other ranks and
  * time out). And a small call the direct way takes runs and times out like any other when
