@@ -108,19 +108,16 @@ static dr_status_t allreduce_verdict(const Params &in, std::string *err)
 
 bool allreduce_small_direct(const Params &p)
 {
-    /* allreduce_verdict's checks that can fail and allreduce_run's choice, for the calls
-     * allreduce_rd_small takes (a check added to the verdict belongs here too:
-     * test_small_direct_checks in unit_algo_mr gives the C API every rejected argument). */
-    if (p.kind != kKindAllreduce || p.fail != DR_OK || p.yield != nullptr || p.recvbuf == nullptr ||
-        p.reduce == nullptr || p.size < 2 || (1 << (kRdSmallMaxRounds + 1)) <= p.size ||
-        p.rank < 0 || p.rank >= p.size || p.comm_id > kMaxCommId || p.count < 1 ||
-        p.count > kRdSmallMaxBytes || p.elem_size < 1 || p.elem_size > kMaxElemSize) {
+    /* allreduce_verdict's checks that can fail (a check added there belongs here too:
+     * test_small_direct_checks in unit_algo_mr gives the C API every rejected argument),
+     * then allreduce_run's choice. count is bounded first, so that no product overflows. */
+    if (p.kind != kKindAllreduce || p.recvbuf == nullptr || p.reduce == nullptr || p.rank < 0 ||
+        p.rank >= p.size || p.comm_id > kMaxCommId || p.elem_size < 1 ||
+        p.elem_size > kMaxElemSize || p.count > kRdSmallMaxBytes ||
+        (p.algorithm != kAlgoAuto && p.algorithm != kAlgoRd)) {
         return false;
     }
-    const size_t bytes = p.count * p.elem_size; /* no overflow: both bounded above */
-    const size_t rd_max = p.rd_max_bytes == 0 ? kDefaultRdMaxBytes : p.rd_max_bytes;
-    return bytes <= kRdSmallMaxBytes &&
-           (p.algorithm == kAlgoRd || (p.algorithm == kAlgoAuto && bytes <= rd_max));
+    return allreduce_rd_small_fits(p) && allreduce_choose(p) == kAlgoRd;
 }
 
 dr_status_t allreduce(Transport &t, const Params &in, Scratch *scratch, std::string *err)
