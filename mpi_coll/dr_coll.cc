@@ -12,6 +12,7 @@
 
 #include "algo/allreduce.hpp"
 #include "algo/allreduce_rd_small.hpp"
+#include "algo/barrier_dissemination.hpp"
 #include "algo/collectives.hpp"
 #include "algo/gathers.hpp"
 #include "algo/reductions.hpp"
@@ -50,7 +51,8 @@ static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
 /* Allgather's Bruck scratch kept between calls, as the allreduce's. */
 thread_local Scratch data_scratch;
 
-/* One C entry for the data-movement kinds: arguments, boundary, the kind's entry. */
+/* One C entry for the data-movement kinds: arguments, boundary, the kind's entry (the
+ * barrier and the allreduce have their own, below). */
 dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, size_t errlen)
 {
     if (a == nullptr) {
@@ -60,15 +62,12 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
         return DR_ERR_INVALID;
     }
     const Params p = to_params(a, kind);
-    const bool moves =
-        a->size > 1 && (kind == kKindBarrier || a->bytes != 0 || a->counts != nullptr);
+    const bool moves = a->size > 1 && (a->bytes != 0 || a->counts != nullptr);
     return c_api_run(mr, a->peer_ids, p, moves, err, errlen,
                      [kind](Transport &t, const Params &q, std::string *why) {
                          dr_status_t st;
                          if (kind == kKindBcast) {
                              st = bcast(t, q, why);
-                         } else if (kind == kKindBarrier) {
-                             st = barrier(t, q, why);
                          } else if (kind == kKindReduce) {
                              st = reduce(t, q, &data_scratch, why);
                          } else if (kind == kKindReduceScatterBlock) {
@@ -167,7 +166,15 @@ extern "C" dr_status_t dr_bcast(dr_mr_t *mr, const dr_coll_args_t *a, char *err,
 
 extern "C" dr_status_t dr_barrier(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)
 {
-    return run_kind(mr, a, kKindBarrier, err, errlen);
+    if (a == nullptr) {
+        set_err(err, errlen, "barrier: no arguments");
+        return DR_ERR_INVALID;
+    }
+    /* As dr_allreduce's small calls: the generic lambda gets c_api_run's MrTransport as
+     * itself, so the barrier's fast mode calls ucx_mr without the vtable. */
+    return c_api_run(
+        mr, a->peer_ids, to_params(a, kKindBarrier), a->size > 1, err, errlen,
+        [](auto &t, const Params &q, std::string *why) { return barrier_on(t, q, why); });
 }
 
 extern "C" dr_status_t dr_allgather(dr_mr_t *mr, const dr_coll_args_t *a, char *err, size_t errlen)

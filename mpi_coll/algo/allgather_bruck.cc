@@ -28,6 +28,7 @@
 
 #include "algo/collectives.hpp"
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/tree_math.hpp"
 
 namespace dualrail {
@@ -35,7 +36,7 @@ namespace coll {
 
 dr_status_t allgather_bruck(Transport &t, const Params &p, Scratch &scratch, std::string *err)
 {
-    Engine eng(t, p, "bruck");
+    LazyEngine<Transport> eng(t, p, "bruck", lazy_note_slow);
     const int n = p.size, r = p.rank, rounds = log2_ceil(n);
     const size_t bs = p.count, total = bs * (size_t)n;
     int peers[64];
@@ -49,8 +50,9 @@ dr_status_t allgather_bruck(Transport &t, const Params &p, Scratch &scratch, std
     }
     char *tmp = static_cast<char *>(scratch.reserve(total));
     if (tmp == nullptr) {
-        return eng.finish(
-            eng.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", total), err);
+        return eng.finish(eng.engine().set_error(DR_ERR_NO_MEMORY,
+                                                 "out of memory for %zu bytes of scratch", total),
+                          err);
     }
     eng.set_scratch(tmp, total);
     char *out = static_cast<char *>(p.recvbuf);

@@ -22,6 +22,7 @@
  */
 #include "algo/collectives.hpp"
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/tree_math.hpp"
 
 namespace dualrail {
@@ -29,7 +30,7 @@ namespace coll {
 
 dr_status_t allgather_rd(Transport &t, const Params &p, std::string *err)
 {
-    Engine eng(t, p, "recursive-doubling");
+    LazyEngine<Transport> eng(t, p, "recursive-doubling", lazy_note_slow);
     const int n = p.size, r = p.rank, rounds = log2_ceil(n);
     char *buf = static_cast<char *>(p.recvbuf);
     int peers[32];

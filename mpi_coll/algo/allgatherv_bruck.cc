@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/gathers.hpp"
 #include "algo/tree_math.hpp"
 
@@ -38,7 +39,7 @@ namespace coll {
 
 dr_status_t allgatherv_bruck(Transport &t, const Params &p, Scratch &scratch, std::string *err)
 {
-    Engine eng(t, p, "bruck");
+    LazyEngine<Transport> eng(t, p, "bruck", lazy_note_slow);
     const int n = p.size, r = p.rank, rounds = log2_ceil(n);
     /* rot[i]: bytes before rotated block i (block (r + i) mod n); rot[n]: all */
     std::vector<size_t> rot((size_t)n + 1, 0);
@@ -57,8 +58,9 @@ dr_status_t allgatherv_bruck(Transport &t, const Params &p, Scratch &scratch, st
     }
     char *tmp = static_cast<char *>(scratch.reserve(total));
     if (tmp == nullptr) {
-        return eng.finish(
-            eng.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", total), err);
+        return eng.finish(eng.engine().set_error(DR_ERR_NO_MEMORY,
+                                                 "out of memory for %zu bytes of scratch", total),
+                          err);
     }
     eng.set_scratch(tmp, total);
     char *out = static_cast<char *>(p.recvbuf);

@@ -27,6 +27,7 @@
  */
 #include "algo/collectives.hpp"
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/tree_math.hpp"
 
 namespace dualrail {
@@ -34,7 +35,7 @@ namespace coll {
 
 dr_status_t bcast_binomial(Transport &t, const Params &p, std::string *err)
 {
-    Engine eng(t, p, "binomial");
+    LazyEngine<Transport> eng(t, p, "binomial", lazy_note_slow);
     const int n = p.size, v = rel_rank(p.rank, p.root, n);
     const int parent = v == 0 ? -1 : abs_rank(binomial_parent(v), p.root, n);
     int children[33], peers[34];

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "algo/barrier_dissemination.hpp"
 #include "algo/chain_math.hpp"
 #include "algo/ring_math.hpp"
 #include "algo/tree_math.hpp"
@@ -111,18 +112,7 @@ dr_status_t bcast(Transport &t, const Params &in, std::string *err)
 
 dr_status_t barrier(Transport &t, const Params &in, std::string *err)
 {
-    if (in.kind != kKindBarrier) {
-        return reject(err, in.kind, "not a barrier");
-    }
-    dr_status_t st = check_common(in, err);
-    if (st != DR_OK) {
-        return st;
-    }
-    if (in.size == 1) {
-        clear_err(err);
-        return DR_OK;
-    }
-    return barrier_dissemination(t, defaults(in), err);
+    return barrier_on(t, in, err);
 }
 
 dr_status_t allgather(Transport &t, const Params &in, Scratch *scratch, std::string *err)

@@ -1,11 +1,13 @@
 /* Request slots, waits, aborts and cleanup shared by the algorithms (engine.hpp). */
 #include "algo/engine.hpp"
 
+#include <atomic>
 #include <cassert>
 #include <cstdarg>
 #include <cstdio>
 #include <new>
 
+#include "algo/lazy_engine.hpp"
 #include "dualrail/key.h"
 
 namespace dualrail {
@@ -41,7 +43,19 @@ dr_status_t abort_status(int32_t code)
     return DR_ERR_PEER_UNREACHABLE;
 }
 
+std::atomic<uint64_t> g_lazy_slow{0};
+
 } // namespace
+
+void lazy_note_slow()
+{
+    g_lazy_slow.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t lazy_slow_calls()
+{
+    return g_lazy_slow.load(std::memory_order_relaxed);
+}
 
 Engine::Engine(Transport &t, const Params &p, const char *algo)
     : t_(t), p_(p), algo_(algo), key_base_(call_key(p))

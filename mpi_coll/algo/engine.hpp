@@ -30,6 +30,10 @@
  * read their buffers while it retries). When such a send reads scratch
  * memory, scratch_busy() says so and the algorithm abandons its Scratch
  * instead of freeing it.
+ *
+ * The schedules small messages take (trees, recursive doubling and halving,
+ * Bruck, dissemination, linear v) hold a LazyEngine (lazy_engine.hpp) instead:
+ * the same calls, this engine built only once the call needs it.
  */
 #ifndef DUALRAIL_ALGO_ENGINE_HPP
 #define DUALRAIL_ALGO_ENGINE_HPP

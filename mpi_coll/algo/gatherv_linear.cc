@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/gathers.hpp"
 #include "algo/tree_math.hpp"
 
@@ -41,7 +42,7 @@ constexpr int kLinearWindow = 8;
 
 dr_status_t linear(Transport &t, const Params &p, bool gather, std::string *err)
 {
-    Engine eng(t, p, "linear");
+    LazyEngine<Transport> eng(t, p, "linear", lazy_note_slow);
     const int n = p.size, r = p.rank, root = p.root;
     const int peer_root[1] = {root};
     if (r != root) {

@@ -32,6 +32,7 @@
 #include <cstring>
 
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/reductions.hpp"
 #include "algo/tree_math.hpp"
 
@@ -40,7 +41,7 @@ namespace coll {
 
 dr_status_t reduce_binomial(Transport &t, const Params &p, Scratch &scratch, std::string *err)
 {
-    Engine eng(t, p, "binomial");
+    LazyEngine<Transport> eng(t, p, "binomial", lazy_note_slow);
     const int n = p.size, v = rel_rank(p.rank, p.root, n);
     const size_t esz = p.elem_size, bytes = p.count * esz;
     const int parent = v == 0 ? -1 : abs_rank(binomial_parent(v), p.root, n);
@@ -70,9 +71,9 @@ dr_status_t reduce_binomial(Transport &t, const Params &p, Scratch &scratch, std
     if (need != 0) {
         scr = static_cast<char *>(scratch.reserve(need));
         if (scr == nullptr) {
-            return eng.finish(
-                eng.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", need),
-                err);
+            return eng.finish(eng.engine().set_error(
+                                  DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", need),
+                              err);
         }
         eng.set_scratch(scr, need);
     }

@@ -43,6 +43,7 @@
 #include <cstring>
 
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/rd_math.hpp"
 #include "algo/reductions.hpp"
 
@@ -52,7 +53,7 @@ namespace coll {
 dr_status_t reduce_scatter_halving(Transport &t, const Params &p, const Blocks &b, void *out,
                                    Scratch &scratch, std::string *err)
 {
-    Engine eng(t, p, "recursive halving");
+    LazyEngine<Transport> eng(t, p, "recursive halving", lazy_note_slow);
     const int n = p.size, r = p.rank, rounds = rd_rounds(n), pw = rd_pow2_floor(n);
     const size_t esz = p.elem_size, total = b.total * esz;
     const RdRole role = rd_role(r, n);
@@ -88,9 +89,9 @@ dr_status_t reduce_scatter_halving(Transport &t, const Params &p, const Blocks &
     const size_t half = (total + 63) / 64 * 64;
     char *work = static_cast<char *>(scratch.reserve(2 * half));
     if (work == nullptr) {
-        return eng.finish(
-            eng.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", 2 * half),
-            err);
+        return eng.finish(eng.engine().set_error(
+                              DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", 2 * half),
+                          err);
     }
     eng.set_scratch(work, 2 * half);
     char *rx = work + half;

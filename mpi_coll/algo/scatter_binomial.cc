@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "algo/engine.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/gathers.hpp"
 #include "algo/tree_math.hpp"
 
@@ -34,7 +35,7 @@ namespace coll {
 
 dr_status_t scatter_binomial(Transport &t, const Params &p, Scratch &scratch, std::string *err)
 {
-    Engine eng(t, p, "binomial");
+    LazyEngine<Transport> eng(t, p, "binomial", lazy_note_slow);
     const int n = p.size, v = rel_rank(p.rank, p.root, n), span = binomial_span(v, n);
     const size_t bs = p.count;
     const int parent = v == 0 ? -1 : abs_rank(binomial_parent(v), p.root, n);
@@ -69,9 +70,9 @@ dr_status_t scatter_binomial(Transport &t, const Params &p, Scratch &scratch, st
     if (need != 0) {
         run = static_cast<char *>(scratch.reserve(need));
         if (run == nullptr) {
-            return eng.finish(
-                eng.set_error(DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", need),
-                err);
+            return eng.finish(eng.engine().set_error(
+                                  DR_ERR_NO_MEMORY, "out of memory for %zu bytes of scratch", need),
+                              err);
         }
         eng.set_scratch(run, need);
     }

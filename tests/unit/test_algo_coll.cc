@@ -18,15 +18,20 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algo/allreduce.hpp"
+#include "algo/barrier_dissemination.hpp"
 #include "algo/collectives.hpp"
+#include "algo/lazy_engine.hpp"
 #include "algo/tree_math.hpp"
 #include "test_algo_rig.hpp"
 
@@ -38,6 +43,10 @@ namespace {
 
 constexpr uint32_t kComm = 0x4d;
 int g_lo = 1, g_hi = 16;
+/* The table tests run twice: sends completed on the receiver's acknowledgement, then
+ * copied when posted (ucx_mr's small sends: the schedules' engines stay unbuilt, lazy_engine.hpp).
+ */
+bool g_copy = false;
 
 unsigned char byte_of(int rank, size_t i, uint64_t salt)
 {
@@ -201,6 +210,7 @@ void run_bcast_table(int n)
 {
     const std::vector<Cfg> cfgs = bcast_configs(n);
     fake::Net net(n, kComm);
+    net.copy_sends(g_copy);
     fake::Barrier bar(n);
     Failures fails;
     fake::run_ranks(
@@ -273,6 +283,7 @@ void run_allgather_table(int n)
 {
     const std::vector<Cfg> cfgs = allgather_configs(n);
     fake::Net net(n, kComm);
+    net.copy_sends(g_copy);
     fake::Barrier bar(n);
     Failures fails;
     fake::run_ranks(
@@ -331,11 +342,14 @@ void run_allgather_table(int n)
     report(fails, net);
 }
 
-/* No rank leaves a barrier before every rank entered it: ranks enter late by turns. */
-void run_barrier_table(int n)
+/* No rank leaves a barrier before every rank entered it: ranks enter late by turns; with
+ * copied sends (ucx_mr's small ones) the barrier runs without its engine until a wait is long
+ * (barrier_dissemination.hpp), without them it builds it in every call. */
+void run_barrier_table(int n, bool copy)
 {
     constexpr int kRounds = 6;
     fake::Net net(n, kComm);
+    net.copy_sends(copy);
     Failures fails;
     std::vector<std::atomic<int>> entered(kRounds);
     for (auto &e : entered) {
@@ -355,7 +369,8 @@ void run_barrier_table(int n)
                 std::string err;
                 const dr_status_t st = barrier(t, p, &err);
                 char what[96];
-                snprintf(what, sizeof(what), "barrier n=%d round %d rank %d", n, i, rank);
+                snprintf(what, sizeof(what), "barrier n=%d copy=%d round %d rank %d", n, copy, i,
+                         rank);
                 if (st != DR_OK) {
                     fails.add(std::string(what) + ": " + err);
                 } else if (entered[(size_t)i] != n) {
@@ -370,24 +385,33 @@ void run_barrier_table(int n)
 void test_bcast_table(void **state)
 {
     (void)state;
-    for (int n = g_lo; n <= g_hi; ++n) {
-        run_bcast_table(n);
+    for (bool copy : {false, true}) {
+        g_copy = copy;
+        for (int n = g_lo; n <= g_hi; ++n) {
+            run_bcast_table(n);
+        }
     }
+    g_copy = false;
 }
 
 void test_allgather_table(void **state)
 {
     (void)state;
-    for (int n = g_lo; n <= g_hi; ++n) {
-        run_allgather_table(n);
+    for (bool copy : {false, true}) {
+        g_copy = copy;
+        for (int n = g_lo; n <= g_hi; ++n) {
+            run_allgather_table(n);
+        }
     }
+    g_copy = false;
 }
 
 void test_barrier_table(void **state)
 {
     (void)state;
     for (int n = g_lo; n <= g_hi; ++n) {
-        run_barrier_table(n);
+        run_barrier_table(n, false);
+        run_barrier_table(n, true);
     }
 }
 
@@ -498,9 +522,11 @@ struct Outcome {
  * the link's ends with an error naming the collective and a peer, and any
  * rank that reports success must hold the right data.
  */
-void check_link_failure(int kind, int algo, int n, size_t count, int root, int a, int b, long after)
+void check_link_failure(int kind, int algo, int n, size_t count, int root, int a, int b, long after,
+                        bool copy = false)
 {
     fake::Net net(n, kComm);
+    net.copy_sends(copy);
     net.fail_link(a, b, after);
     std::vector<Outcome> out((size_t)n);
     fake::run_ranks(
@@ -583,6 +609,162 @@ void test_barrier_link_failure(void **state)
     check_link_failure(kKindBarrier, kAlgoAuto, 5, 0, 0, 0, 1, 0);
     check_link_failure(kKindBarrier, kAlgoAuto, 7, 0, 0, 2, 6, 0);
     check_link_failure(kKindBarrier, kAlgoAuto, 2, 0, 0, 0, 1, 0);
+    /* Copied sends (the barrier's fast mode): a lost token fails its receiver only, so the
+     * links where both ends wait for the other: 0-1 on 5 (rounds 0 and 2) and on 2. */
+    check_link_failure(kKindBarrier, kAlgoAuto, 5, 0, 0, 0, 1, 0, true);
+    check_link_failure(kKindBarrier, kAlgoAuto, 2, 0, 0, 0, 1, 0, true);
+}
+
+/* n ranks run `calls` barriers (rank `late` enters each `late_ms` late, -1: none) over a
+ * network that copies sends or not; how many calls built the engine. */
+uint64_t barrier_slow_run(int n, int calls, bool copy, int late, int late_ms)
+{
+    fake::Net net(n, kComm);
+    net.copy_sends(copy);
+    Failures fails;
+    const uint64_t before = barrier_slow_calls();
+    fake::run_ranks(
+        n,
+        [&](int rank) {
+            fake::FakeTransport t(net, rank);
+            for (int i = 0; i < calls; ++i) {
+                if (rank == late) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+                }
+                Params p = params(kKindBarrier, rank, n, t);
+                p.seq = (uint32_t)i;
+                std::string err;
+                if (barrier(t, p, &err) != DR_OK) {
+                    fails.add("barrier " + std::to_string(i) + " rank " + std::to_string(rank) +
+                              ": " + err);
+                }
+            }
+        },
+        120, "barrier slow run");
+    report(fails, net);
+    return barrier_slow_calls() - before;
+}
+
+/* Which barriers build the engine: with copied sends few (a thread descheduled past
+ * kAbortListenAfter sends some into slow mode), a late rank's partners every time, and every
+ * call above 16 ranks (the engine's inline storage). (Without copies a send completes at once
+ * when the peer's receive is posted already, slow mode otherwise: no fixed count.) */
+void test_barrier_modes(void **state)
+{
+    (void)state;
+    constexpr int kCalls = 40;
+    for (int n : {2, 5, 16}) {
+        const uint64_t fast = barrier_slow_run(n, kCalls, true, -1, 0);
+        const uint64_t slow = barrier_slow_run(n, kCalls, false, -1, 0);
+        print_message("n=%d: %llu of %d calls built the engine with copied sends, %llu without\n",
+                      n, (unsigned long long)fast, kCalls * n, (unsigned long long)slow);
+        assert_true(fast < (uint64_t)kCalls * (uint64_t)n);
+    }
+    const uint64_t late = barrier_slow_run(4, 6, true, 3, 20);
+    print_message("a rank 20 ms late, 6 calls x 4 ranks: %llu built the engine\n",
+                  (unsigned long long)late);
+    assert_true(late >= 6 * 3); /* every other rank waited that long in every call */
+    assert_int_equal(barrier_slow_run(17, 3, true, -1, 0), 3 * 17);
+}
+
+/* Small bcasts (binomial) and allgathers (recursive doubling, Bruck) over copied sends run
+ * without building their engines (lazy_engine.hpp), exact; a thread descheduled past
+ * kAbortListenAfter may send a few into slow mode, a path that never runs fast sends all. */
+void test_small_lazy(void **state)
+{
+    (void)state;
+    for (int n : {4, 5}) {
+        constexpr int kCalls = 30;
+        constexpr size_t kCount = 8;
+        fake::Net net(n, kComm);
+        net.copy_sends(true);
+        Failures fails;
+        const uint64_t before = lazy_slow_calls();
+        fake::run_ranks(
+            n,
+            [&](int rank) {
+                fake::FakeTransport t(net, rank);
+                for (int c = 0; c < kCalls; ++c) {
+                    std::string err;
+                    Params p = params(kKindBcast, rank, n, t);
+                    p.seq = (uint32_t)c;
+                    p.root = c % n;
+                    std::vector<unsigned char> b(kCount * (size_t)n, 0);
+                    for (size_t i = 0; rank == p.root && i < kCount; ++i) {
+                        b[i] = byte_of(p.root, i, (uint64_t)c);
+                    }
+                    p.recvbuf = b.data();
+                    p.count = kCount;
+                    bool ok = bcast(t, p, &err) == DR_OK;
+                    for (size_t i = 0; ok && i < kCount; ++i) {
+                        ok = b[i] == byte_of(p.root, i, (uint64_t)c);
+                    }
+                    Params q = params(kKindAllgather, rank, n, t);
+                    q.seq = (uint32_t)c;
+                    std::fill(b.begin(), b.end(), 0);
+                    for (size_t i = 0; i < kCount; ++i) {
+                        b[(size_t)rank * kCount + i] = byte_of(rank, i, (uint64_t)c);
+                    }
+                    q.recvbuf = b.data();
+                    q.count = kCount;
+                    ok = ok && allgather(t, q, nullptr, &err) == DR_OK;
+                    for (int r = 0; ok && r < n; ++r) {
+                        for (size_t i = 0; i < kCount; ++i) {
+                            ok = ok && b[(size_t)r * kCount + i] == byte_of(r, i, (uint64_t)c);
+                        }
+                    }
+                    if (!ok) {
+                        fails.add("n=" + std::to_string(n) + " call " + std::to_string(c) +
+                                  " rank " + std::to_string(rank) + ": " +
+                                  (err.empty() ? "wrong data" : err));
+                        return;
+                    }
+                }
+            },
+            120, "small lazy");
+        report(fails, net);
+        const uint64_t slow = lazy_slow_calls() - before;
+        print_message("n=%d: %llu of %d calls built their engine\n", n, (unsigned long long)slow,
+                      2 * kCalls * n);
+        assert_true(slow < (uint64_t)(2 * kCalls * n));
+    }
+}
+
+/* A rank that never comes: the others time out in fast mode's wait, not hang. */
+void test_barrier_timeout(void **state)
+{
+    (void)state;
+    fake::Net net(3, kComm);
+    net.copy_sends(true);
+    std::vector<dr_status_t> st(3, DR_OK);
+    std::vector<std::string> err(3);
+    const auto t0 = std::chrono::steady_clock::now();
+    fake::run_ranks(
+        3,
+        [&](int rank) {
+            if (rank == 2) {
+                return;
+            }
+            fake::FakeTransport t(net, rank);
+            Params p = params(kKindBarrier, rank, 3, t);
+            p.timeout = 0.3;
+            st[(size_t)rank] = barrier(t, p, &err[(size_t)rank]);
+        },
+        60, "barrier timeout");
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int r = 0; r < 2; ++r) {
+        print_message("rank %d: %s: %s\n", r, dr_status_str(st[(size_t)r]), err[(size_t)r].c_str());
+        assert_int_not_equal(st[(size_t)r], DR_OK);
+    }
+    /* both wait for rank 2 (rounds 0 and 1): the first to time out names it, the other may
+     * learn of it from that rank's abort (whose status is the timeout too) */
+    const int first = err[0].find("no progress") != std::string::npos ? 0 : 1;
+    assert_int_equal(st[0], DR_ERR_TIMEOUT);
+    assert_int_equal(st[1], DR_ERR_TIMEOUT);
+    assert_true(err[(size_t)first].find("no progress") != std::string::npos);
+    assert_true(err[(size_t)first].find("peer rank 2") != std::string::npos);
+    assert_true(secs >= 0.3 && secs < 10);
 }
 
 /* Argument checks answer without any traffic, alike on every rank. */
@@ -672,6 +854,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bcast_link_failure),
         cmocka_unit_test(test_allgather_link_failure),
         cmocka_unit_test(test_barrier_link_failure),
+        cmocka_unit_test(test_barrier_modes),
+        cmocka_unit_test(test_barrier_timeout),
+        cmocka_unit_test(test_small_lazy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

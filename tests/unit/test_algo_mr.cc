@@ -1,7 +1,8 @@
 /*
  * The C API (mpi_coll/dr_coll.h) end to end over ucx_mr: four contexts in one
  * process on the loopback device, one thread per rank, process ids that
- * differ from the comm ranks (so the rank -> peer_ids mapping is exercised).
+ * differ from the comm ranks (so the rank -> peer_ids mapping is exercised):
+ * allreduce (its small calls' direct entry included) and barrier.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@ extern "C" {
 #include <cmocka.h>
 }
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -299,6 +301,80 @@ void test_small_direct_checks(void **state)
     assert_true(took < 10);
 }
 
+/*
+ * dr_barrier over ucx_mr (its own entry, the barrier's fast mode over MrTransport): rounds of
+ * barriers in which no rank leaves before every rank entered (each rank enters late by
+ * turns); then the checks its entry makes before any traffic, and a barrier alone, whose
+ * wait for a peer that never comes times out naming one.
+ */
+void test_barrier_over_mr(void **state)
+{
+    World *w = static_cast<World *>(*state);
+    constexpr int kCalls = 12;
+    std::vector<std::atomic<int>> entered(kCalls);
+    for (auto &e : entered) {
+        e = 0;
+    }
+    std::vector<std::string> errors(kRanks);
+    std::vector<std::thread> th;
+    dualrail::test::RanksLeft left(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+        th.emplace_back([&, r] {
+            for (int i = 0; i < kCalls && errors[(size_t)r].empty(); ++i) {
+                if ((r + i) % kRanks == 0) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                }
+                ++entered[(size_t)i];
+                dr_coll_args_t a;
+                memset(&a, 0, sizeof(a));
+                a.rank = r;
+                a.size = kRanks;
+                a.peer_ids = w->ids;
+                a.comm_id = 6;
+                a.seq = (uint32_t)i;
+                a.timeout = 20;
+                char err[256] = "";
+                if (dr_barrier(w->mr[r], &a, err, sizeof(err)) != DR_OK) {
+                    errors[(size_t)r] = err;
+                } else if (entered[(size_t)i] != kRanks) {
+                    errors[(size_t)r] = "left barrier " + std::to_string(i) + " early";
+                }
+            }
+            left.done_then_progress(w->mr[r]);
+        });
+    }
+    for (auto &t : th) {
+        t.join();
+    }
+    for (int r = 0; r < kRanks; ++r) {
+        if (!errors[(size_t)r].empty()) {
+            print_error("rank %d: %s\n", r, errors[(size_t)r].c_str());
+        }
+        assert_true(errors[(size_t)r].empty());
+    }
+    char err[256] = "";
+    assert_int_equal(dr_barrier(w->mr[0], nullptr, err, sizeof(err)), DR_ERR_INVALID);
+    assert_non_null(strstr(err, "no arguments"));
+    dr_coll_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.rank = kRanks;
+    a.size = kRanks;
+    a.peer_ids = w->ids;
+    a.comm_id = 6;
+    a.seq = kCalls;
+    a.timeout = 0.3;
+    assert_int_equal(dr_barrier(w->mr[0], &a, err, sizeof(err)), DR_ERR_INVALID);
+    assert_non_null(strstr(err, "out of range"));
+    a.rank = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    assert_int_equal(dr_barrier(w->mr[0], &a, err, sizeof(err)), DR_ERR_TIMEOUT);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    print_message("alone: %s (%.3f s)\n", err, took);
+    assert_non_null(strstr(err, "peer rank"));
+    assert_true(took >= 0.3 && took < 10);
+}
+
 } // namespace
 
 int main(void)
@@ -308,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_choose_c_api),
         cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_small_direct_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_over_mr, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
