@@ -729,6 +729,7 @@ extern "C" dr_status_t dr_mr_set_weights(dr_mr_t *mr, uint32_t peer, const uint3
         p->links[i]->est.share = est[i].share;
         p->links[i]->weight = weights[i];
     }
+    Mr::planes_changed(p);
     return DR_OK;
 }
 

@@ -69,7 +69,8 @@ void Mr::note_progress(Link *l, uint64_t now)
         return;
     }
     Peer *p = peers[l->peer].get();
-    for (size_t i = 0; i < planes.size(); ++i) {
+    /* Only a link with a ping out cares (no ping out anywhere: the common case, no loop). */
+    for (size_t i = 0; pings_out != 0 && i < planes.size(); ++i) {
         Link *o = p->links[i].get();
         if (o == l || o->state != DR_LINK_UP || !o->ping_out) {
             continue;
@@ -83,7 +84,7 @@ void Mr::note_progress(Link *l, uint64_t now)
     }
     l->last_progress = now;
     l->proven = true;
-    l->ping_out = false;
+    set_ping_out(l, false);
     l->other_alive = 0;
 }
 
@@ -161,6 +162,7 @@ void Mr::declare_down(Link *l, const std::string &why)
         acks_in_apply(p); /* what is acknowledged is not re-sent below */
     }
     l->state = DR_LINK_DOWN;
+    planes_changed(peers[l->peer].get());
     activate(p); /* the watchdog probes it for re-admission */
     ++l->gen;
     l->reason = why;
@@ -181,7 +183,8 @@ void Mr::declare_down(Link *l, const std::string &why)
         l->backoff = readmit_min_us;
     }
     l->next_probe = now + probe_delay(l);
-    l->ping_out = l->probe_out = false;
+    set_ping_out(l, false);
+    l->probe_out = false;
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
     weights_link_changed(l);
@@ -254,9 +257,10 @@ void Mr::readmit(Link *l)
     Peer *p = peers[l->peer].get();
     const uint64_t now = now_us();
     l->state = DR_LINK_UP;
+    planes_changed(p);
     ++l->gen;
     l->probe_out = false;
-    l->ping_out = false;
+    set_ping_out(l, false);
     l->other_alive = 0;
     l->last_progress = now;
     l->proven = true; /* the pong came on the probe's endpoint */
@@ -394,7 +398,7 @@ void Mr::watchdog(uint64_t now)
                 ++planes[i]->stats.probes;
                 log(DR_LOG_DEBUG, "peer %u plane %d: silent %.3f s, ping %u", p->id, (int)i,
                     (double)age_us(now, since) / 1e6, l->ping_id);
-                l->ping_out = true;
+                set_ping_out(l, true);
                 l->ping_sent = now;
                 l->other_alive = 0;
             }

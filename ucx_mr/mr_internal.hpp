@@ -266,6 +266,10 @@ struct Peer {
      * plane from its own weights toward us, which may differ from ours toward it, and a
      * small receive must keep that plane polled (dr_mr_irecv), not only our own choice. */
     int small_rx = -1;
+    /* Mr::small_plane's answer and the small_rx it was given for; -1: to be worked out. Every
+     * change of a link's state or weight clears it (Mr::planes_changed). */
+    mutable int small_cache = -1;
+    mutable int small_cache_rx = -1;
     bool w_fixed = false;             /* dr_mr_set_weights: no adaptation for this peer */
     uint32_t w_ratios[DR_MAX_PLANES] = {};
     uint64_t w_last = 0;              /* last weight update */
@@ -331,6 +335,7 @@ struct Mr {
     std::vector<Ctrl> ctrl;
     std::vector<void *> closing;  /* endpoint close requests still running */
     uint32_t owed_total = 0;      /* acknowledgements owed, all peers */
+    uint32_t pings_out = 0;       /* links with Link::ping_out set, all peers (set_ping_out) */
     uint32_t acks_in_total = 0;   /* Peer::acks_in entries, all peers */
     /*
      * The peers that progress, the acknowledgement flush, the watchdog and the weights look
@@ -402,7 +407,18 @@ struct Mr {
 
     /* mr_xfer.cc */
     dr_status_t send_start(Peer *p, Req *r);
-    int small_plane(const Peer *p) const;
+    int small_plane(const Peer *p) const
+    {
+        if (p->small_cache >= 0 && p->small_cache_rx == p->small_rx) {
+            return p->small_cache; /* two calls per small exchange, its planes unchanged */
+        }
+        p->small_cache = small_plane_choose(p);
+        p->small_cache_rx = p->small_rx;
+        return p->small_cache;
+    }
+    int small_plane_choose(const Peer *p) const;
+    /* A link of p changed state or weight: small_plane() chooses again. */
+    static void planes_changed(Peer *p) { p->small_cache = -1; }
     void post_am(Op *op, Link *l, const void *data, uint64_t len);
     void issue(Link *l);
     void send_data(Link *l, Req *r, uint32_t seg);
@@ -456,6 +472,13 @@ struct Mr {
     void weights_on_ack(Peer *p, const Req *r, const WireHdr &h);
 
     /* mr_health.cc */
+    void set_ping_out(Link *l, bool out)
+    {
+        if (l->ping_out != out) {
+            l->ping_out = out;
+            out ? ++pings_out : --pings_out;
+        }
+    }
     void note_progress(Link *l, uint64_t now);
     /* The latest progress of p's live links other than except (0: none) */
     uint64_t others_progress(const Peer *p, const Link *except) const;

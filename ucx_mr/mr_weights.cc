@@ -68,6 +68,7 @@ void Mr::weights_init(Peer *p)
         l->logged_share = est[i].share;
         l->weight = w[i];
     }
+    planes_changed(p);
 }
 
 /* The estimator works on a contiguous array; the links keep their own copy. */
@@ -86,6 +87,7 @@ static void scatter(Peer *p, int n, const dr_wlink_t *est)
         p->links[i]->est = est[i];
         p->links[i]->weight = w[i];
     }
+    Mr::planes_changed(p);
 }
 
 void Mr::weights_apply(Peer *p, uint64_t now)

@@ -119,7 +119,7 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
  * own link there is up and carries weight, and chooses by its weights only otherwise
  * (nothing from the peer yet, or that plane idle or down on its side).
  */
-int Mr::small_plane(const Peer *p) const
+int Mr::small_plane_choose(const Peer *p) const
 {
     if (self > p->id && p->small_rx >= 0 && (size_t)p->small_rx < planes.size()) {
         const Link *l = p->links[p->small_rx].get();
