@@ -654,9 +654,20 @@ static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, 
     r->key = key;
     r->buf = static_cast<char *>(buf);
     r->len = len;
-    /* One clock read per call: the busy mark and the plane activity (isend/irecv) */
-    mr->clock = now_us();
-    if (p->sends.empty() && p->recvs.empty()) {
+    /* The clock is read for a receive (the plane its message comes on stays hot for kHotUs
+     * from now, dr_mr_irecv: the wait polls it) and for the busy mark (the watchdog's start
+     * of this peer's wait, which must be now). A send to a peer already busy takes mr->clock
+     * as the last read left it, for the marks its post makes (the plane active, a send
+     * completing at once noted as progress): a time at most that old only moves a hot
+     * plane's turn earlier, and every plane is polled in the first progress call after a
+     * pause of kHotUs (dr_mr_progress). In a small exchange the peer still holds the
+     * previous call's copied send, unacknowledged: one clock read per call less (some 75
+     * instructions, 2 % of an 8-byte allreduce's own work). */
+    const bool idle = p->sends.empty() && p->recvs.empty();
+    if (!is_send || idle) {
+        mr->clock = now_us();
+    }
+    if (idle) {
         p->busy_since = mr->clock;
     }
     *pp = p;

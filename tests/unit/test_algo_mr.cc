@@ -315,6 +315,17 @@ void test_barrier_over_mr(void **state)
     for (auto &e : entered) {
         e = 0;
     }
+    auto args = [w](int rank, uint32_t seq, double timeout) {
+        dr_coll_args_t a;
+        memset(&a, 0, sizeof(a));
+        a.rank = rank;
+        a.size = kRanks;
+        a.peer_ids = w->ids;
+        a.comm_id = 6;
+        a.seq = seq;
+        a.timeout = timeout;
+        return a;
+    };
     std::vector<std::string> errors(kRanks);
     std::vector<std::thread> th;
     dualrail::test::RanksLeft left(kRanks);
@@ -325,14 +336,7 @@ void test_barrier_over_mr(void **state)
                     std::this_thread::sleep_for(std::chrono::milliseconds(5));
                 }
                 ++entered[(size_t)i];
-                dr_coll_args_t a;
-                memset(&a, 0, sizeof(a));
-                a.rank = r;
-                a.size = kRanks;
-                a.peer_ids = w->ids;
-                a.comm_id = 6;
-                a.seq = (uint32_t)i;
-                a.timeout = 20;
+                const dr_coll_args_t a = args(r, (uint32_t)i, 20);
                 char err[256] = "";
                 if (dr_barrier(w->mr[r], &a, err, sizeof(err)) != DR_OK) {
                     errors[(size_t)r] = err;
@@ -355,14 +359,7 @@ void test_barrier_over_mr(void **state)
     char err[256] = "";
     assert_int_equal(dr_barrier(w->mr[0], nullptr, err, sizeof(err)), DR_ERR_INVALID);
     assert_non_null(strstr(err, "no arguments"));
-    dr_coll_args_t a;
-    memset(&a, 0, sizeof(a));
-    a.rank = kRanks;
-    a.size = kRanks;
-    a.peer_ids = w->ids;
-    a.comm_id = 6;
-    a.seq = kCalls;
-    a.timeout = 0.3;
+    dr_coll_args_t a = args(kRanks, kCalls, 0.3);
     assert_int_equal(dr_barrier(w->mr[0], &a, err, sizeof(err)), DR_ERR_INVALID);
     assert_non_null(strstr(err, "out of range"));
     a.rank = 0;
