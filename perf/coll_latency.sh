@@ -26,7 +26,8 @@
 # measured collective only. Sizes are nccl-tests sizes (dualrail-coll-bench
 # -m): the whole message of bcast, reduce and allreduce, the whole result of
 # allgather(v) and gather, the whole input of the reduce-scatters and scatter.
-# Every configuration runs --rounds times, interleaved; each cell is the median.
+# Every configuration runs --rounds times, interleaved (every other round in
+# reverse order, round_order); each cell is the median.
 # Prints the table and, per collective, the better dualrail run / the better
 # stock path.
 # Exit status 0 every ratio <= 1.0, 3 one is above, 1 a run failed. Uses its
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
     --iters) iters=${2:?}; shift ;;
     --colls) colls=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_latency.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -86,7 +87,7 @@ opts() { # configuration, collective: the mpirun options
 IFS=, read -r -a list <<<"$colls"
 for k in $(seq 1 "$rounds"); do
   for c in "${list[@]}"; do
-    for n in "${names[@]}"; do
+    for n in $(round_order "$k" "${names[@]}"); do
       echo "coll_latency.sh: round $k: $c: $n" >&2
       # shellcheck disable=SC2046 # opts is a word list by design
       b=$build

@@ -20,7 +20,8 @@
 #                dualrail-2a), back to back the same way
 #   mpi-before   (with --baseline-build DIR) mpi-dualrail with the component of another
 #                build tree, e.g. a worktree of an earlier commit
-# Every configuration runs once per round, the rounds interleaved; each cell is the median
+# Every configuration runs once per round, the rounds interleaved (every other one in reverse
+# order, round_order); each cell is the median
 # of R rounds (default 7) in us per exchange (the MPI rows: 1 / calls per second), with its
 # ratio to mpi-ucx. Uses its own lab (prefix drfloor unless DUALRAIL_LAB_PREFIX is set),
 # removed at exit. Needs root. Every process runs under `timeout`.
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --size) size=${2:?}; shift ;;
     --iters) iters=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "exchange_floor.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -76,7 +77,7 @@ names=(ucp-tag ucp-am ucp-guarded ucx-mr mpi-ucx mpi-dualrail)
 [ -z "$baseline" ] || names+=(mpi-before)
 declare -A got
 for k in $(seq 1 "$rounds"); do
-  for n in "${names[@]}"; do
+  for n in $(round_order "$k" "${names[@]}"); do
     echo "exchange_floor.sh: round $k: $n" >&2
     case $n in
       ucp-tag) v=$(ucp exchange) ;;

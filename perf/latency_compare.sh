@@ -37,7 +37,8 @@
 # both ends sending at once (dualrail-ucp-exchange), the kernel's send path on both.
 #
 # The machine is shared and noisy: every configuration runs --rounds times,
-# interleaved (round 1 of each, then round 2 ...), and each cell is the median.
+# interleaved (round 1 of each, then round 2 ..., every other round in reverse order:
+# contrib/lib/perf.sh, round_order), and each cell is the median.
 # Message rate: --rate-iters back-to-back 8-byte allreduces after one barrier
 # (dualrail-allreduce-bench -r), calls per second of the slowest rank, median of
 # the rounds. Prints one table of latencies (us), the ratios and the targets
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
     --rate-iters) rate_iters=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
     --rate) rate=${2:?}; shift ;;
-    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "latency_compare.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -104,8 +105,8 @@ run() { # name, round, what (lat|rate)
   fi
 }
 for k in $(seq 1 "$rounds"); do
-  for n in "${names[@]}"; do run "$n" "$k" lat; done
-  for n in "${names[@]}"; do run "$n" "$k" rate; done
+  for n in $(round_order "$k" "${names[@]}"); do run "$n" "$k" lat; done
+  for n in $(round_order "$k" "${names[@]}"); do run "$n" "$k" rate; done
 done
 
 # The UCX floor, per size: one ucx_perftest server/client pair per size, bounded.

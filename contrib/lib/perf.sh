@@ -17,6 +17,22 @@ perf_build() {
   done
 }
 
+# round_order K NAME...: the names in their order for an odd round K, reversed for an even
+# one, so that in interleaved rounds no configuration always runs in the same place (seen:
+# the one always run last in latency_compare.sh's rounds came out 12-29 % slower than its
+# twin at every size, which alternating the two showed to be its place, not its code).
+round_order() {
+  local k=$1 i
+  shift
+  local a=("$@")
+  if [ $((k % 2)) = 1 ]; then
+    echo "${a[@]}"
+  else
+    for ((i = ${#a[@]} - 1; i >= 0; i--)); do printf '%s ' "${a[i]}"; done
+    echo
+  fi
+}
+
 # perf_need_gnuplot NAME: say once that there will be no plot (the figures still come).
 perf_need_gnuplot() {
   command -v gnuplot >/dev/null ||
