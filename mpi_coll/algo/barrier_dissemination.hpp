@@ -43,10 +43,6 @@ namespace coll {
 /* The token every round sends (static: see above). */
 inline constexpr char kBarrierToken = 1;
 
-/* Counts barriers that built the engine (barrier_dissemination.cc). */
-void barrier_note_slow();
-uint64_t barrier_slow_calls();
-
 /* The engine's peers (LazyEngine::PeersFn): round k's target and source. */
 inline size_t barrier_peers(const Params &p, int *out)
 {
@@ -61,7 +57,7 @@ inline size_t barrier_peers(const Params &p, int *out)
 template <class T> dr_status_t barrier_dissemination_on(T &t, const Params &p, std::string *err)
 {
     const int n = p.size, r = p.rank, rounds = log2_ceil(n);
-    LazyEngine<T> e(t, p, "dissemination", barrier_note_slow);
+    LazyEngine<T> e(t, p, "dissemination", lazy_note_slow); /* lazy_slow_calls() counts */
     char got[32];
     dr_status_t st = e.init(2, 2 * (size_t)rounds, barrier_peers);
     for (int k = 0; k < rounds && st == DR_OK; ++k) {

@@ -622,7 +622,7 @@ uint64_t barrier_slow_run(int n, int calls, bool copy, int late, int late_ms)
     fake::Net net(n, kComm);
     net.copy_sends(copy);
     Failures fails;
-    const uint64_t before = barrier_slow_calls();
+    const uint64_t before = lazy_slow_calls();
     fake::run_ranks(
         n,
         [&](int rank) {
@@ -642,7 +642,7 @@ uint64_t barrier_slow_run(int n, int calls, bool copy, int late, int late_ms)
         },
         120, "barrier slow run");
     report(fails, net);
-    return barrier_slow_calls() - before;
+    return lazy_slow_calls() - before;
 }
 
 /* Which barriers build the engine: with copied sends few (a thread descheduled past
