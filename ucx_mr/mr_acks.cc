@@ -136,7 +136,8 @@ void Mr::ack_flush(bool all, uint64_t now)
  * already: applying it (the send's lookup, its planes' liveness, its recycling) can wait for
  * the next progress call. Applied where the segment arrives, it ran between the arrival of
  * the data a waiter wants and that waiter's return: in a 2-rank exchange each call's arrival
- * carries the acknowledgement of the previous call's send.
+ * carries the acknowledgement of the previous call's send. (A flat send's is applied where
+ * it arrives, in on_am: its slot is found by index and there is nothing else to do.)
  */
 void Mr::ack_in(Peer *p, uint32_t msg_id)
 {
@@ -176,6 +177,9 @@ void Mr::acks_in_apply_all()
 void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live)
 {
     /* msg_id alone names the message: it is unique per direction (never 0). */
+    if (p->flat_live != 0 && flat_ack(p, msg_id, now, live)) {
+        return;
+    }
     for (Req *r : p->sends) {
         if (r->msg_id == msg_id) {
             if (!r->acked) {

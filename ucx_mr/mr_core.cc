@@ -118,6 +118,7 @@ void Mr::op_put(Op *op)
     op->in_use = false;
     op->counted = false;
     op->req = nullptr;
+    op->flat = nullptr;
     op->link = nullptr;
     free_ops.push_back(op);
 }

@@ -161,6 +161,9 @@ void Mr::declare_down(Link *l, const std::string &why)
     if (p->acks_in_n != 0) {
         acks_in_apply(p); /* what is acknowledged is not re-sent below */
     }
+    if (p->flat_live != 0) {
+        flat_to_reqs(p); /* re-routed below, or failed by fail_peer, as copied sends */
+    }
     l->state = DR_LINK_DOWN;
     planes_changed(peers[l->peer].get());
     activate(p); /* the watchdog probes it for re-admission */
@@ -313,10 +316,12 @@ void Mr::handle_deferred()
 
 void Mr::dump_peer(const Peer *p, uint64_t now)
 {
-    log(DR_LOG_INFO, "peer %u (%s): no message finished for %.2f s; %zu send(s), %zu receive(s), "
-        "%zu early segment(s) pending", p->id, p->host.empty() ? "?" : p->host.c_str(),
+    log(DR_LOG_INFO,
+        "peer %u (%s): no message finished for %.2f s; %zu send(s), %zu receive(s), "
+        "%zu early segment(s) pending, %u flat send(s) unacknowledged",
+        p->id, p->host.empty() ? "?" : p->host.c_str(),
         (double)age_us(now, std::max(p->last_done, p->busy_since)) / 1e6, p->sends.size(),
-        p->recvs.size(), p->unexpected.size());
+        p->recvs.size(), p->unexpected.size(), p->flat_live);
     for (size_t i = 0; i < planes.size(); ++i) {
         const Link *l = p->links[i].get();
         log(DR_LOG_INFO, "  plane %zu: %s gen %u, ep %s, %u in flight, %zu queued, progress %.2f s "
@@ -355,7 +360,7 @@ void Mr::watchdog(uint64_t now)
         if (!p->known || p->gone) {
             continue;
         }
-        const bool busy = !p->sends.empty() || !p->recvs.empty();
+        const bool busy = !p->sends.empty() || !p->recvs.empty() || p->flat_live != 0;
         /* Copied sends are complete for their callers: a peer that only owes their
          * acknowledgements (it may be computing, not progressing) is watched plane by plane
          * but never failed as a whole for its silence; a caller waiting on it is. */
@@ -430,7 +435,7 @@ void Mr::watchdog(uint64_t now)
                 l->other_alive = 0;
                 continue;
             }
-            /* ... and we read this plane since (a cold plane is read every few progress
+            /* ... and we read this plane since (a cold plane is read once per kColdPollUs
              * calls): a rank back from computing has the answer waiting in its socket. */
             const uint64_t half = l->other_alive + stall_us / 2;
             const uint64_t quiet = age_us(now, std::max(l->last_progress, p->busy_since));

@@ -108,7 +108,7 @@ struct Plane {
     size_t address_len = 0;
     dr_mr_plane_stats_t stats{};
     /* Polling (dr_mr_progress): a plane that carried nothing lately and has nothing of
-     * ours in UCX is polled only every kColdPollEvery progress calls. */
+     * ours in UCX is polled only once per kColdPollUs. */
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
@@ -117,10 +117,15 @@ struct Plane {
 /* Small messages travel on one plane (Mr::small_plane), so with only small messages in
  * flight the other planes have nothing to deliver: polling each of them costs a system
  * call per poll and measurably lengthens a small collective. Such a cold plane is still
- * polled every kColdPollEvery calls (control messages, probes, connection set-up), and
- * turns hot for kHotUs with anything sent or arriving on it, and every plane is polled
- * in the first call after a pause of more than kHotUs (dr_mr_progress). */
-constexpr uint32_t kColdPollEvery = 8;
+ * polled by the first progress call kColdPollUs after the last poll of every plane
+ * (control messages, probes, connection set-up: a ping waits at most that long for its
+ * pong, against a probe interval of 100 ms), turns hot for kHotUs with anything sent or
+ * arriving on it, and every plane is polled in the first call after a pause of more
+ * than kHotUs (dr_mr_progress). A turn every 8th progress call, as before, was one more
+ * system call every 2-3 exchanges of a back-to-back small exchange (a poll takes about
+ * 1-2 us here): a second plane cost ucx_mr's 8-byte exchange 4-5 % against one plane in
+ * paired runs, 2 % with this turn (docs/small-messages.md, Round 16). */
+constexpr uint64_t kColdPollUs = 1000;
 /* Requests a peer's lists may hold before a progress call that finished one sweeps them
  * anyway (dr_mr_progress). */
 constexpr size_t kSweepDeferMax = 8;
@@ -205,6 +210,35 @@ struct Req {
     std::vector<dr_extent_t> got; /* sorted, merged received ranges */
     int last_plane = 0;
     RecvTiming timing;
+};
+
+/*
+ * A send of a whole small message (at most kFlatBytes, copied) that goes straight out on
+ * an idle link is kept in its peer's ring of FlatSends instead of a Req: slot msg_id %
+ * kFlatSlots holds the copy a plane loss re-sends, and the acknowledgement finds it by
+ * that index. The caller gets a token, not a request (flat_handle below): the send is
+ * complete when posted, as any copied send. A Req per such send (taken, reset, listed,
+ * found again by the acknowledgement in the peer's list, swept, recycled) was most of
+ * ucx_mr's work in a small exchange, and its cost above raw UCP (perf/exchange_floor.sh:
+ * the guarded floor, with the same copy, header, duplicate check and acknowledgement, is
+ * at raw UCP's). A send that finds its slot still held (the peer has not acknowledged the
+ * send kFlatSlots before it), its link busy or its endpoint not made yet takes the general
+ * path; a plane declared down turns the ring's unacknowledged sends into Reqs first
+ * (flat_to_reqs), which the re-routing then handles as it handles every copied send.
+ */
+constexpr uint32_t kFlatSlots = 16;
+constexpr size_t kFlatBytes = 256;
+
+struct FlatSend {
+    uint32_t msg_id = 0;
+    bool live = false; /* sent and not acknowledged */
+    uint8_t plane = 0;
+    uint16_t ops = 0; /* UCX operations still reading data */
+    uint32_t len = 0;
+    uint64_t key = 0;
+    char data[kFlatBytes];
+
+    bool free() const { return !live && ops == 0; }
 };
 
 /* Segments up to this size that arrive before their receive are held inside their
@@ -294,6 +328,8 @@ struct Peer {
     uint32_t acks_in[2 * (1 + kAckList)];
     uint32_t acks_in_n = 0;
     uint64_t acks_in_at = 0;   /* arrival of the oldest of them: the liveness they prove */
+    std::unique_ptr<FlatSend[]> flat; /* kFlatSlots, made at the first flat send */
+    uint32_t flat_live = 0;           /* its slots sent and not acknowledged */
     bool active = false;       /* in Mr::active (Mr::activate) */
 };
 
@@ -307,6 +343,7 @@ struct Op {
     uint32_t link_gen = 0;
     Req *req = nullptr;
     uint32_t req_gen = 0;
+    FlatSend *flat = nullptr;    /* a data segment of a flat send (req is nullptr then) */
     bool counted = false;        /* in its plane's ops_out */
 
     size_t header_len() const { return sizeof(WireHdr) + sizeof(uint32_t) * acks.n; }
@@ -358,7 +395,7 @@ struct Mr {
      * planes after a round in which one of them finished, so its waiter sees it without
      * another poll of every plane (a system call each). */
     uint64_t finished = 0;
-    uint32_t polls = 0;           /* dr_mr_progress calls, for the cold planes' turn */
+    uint64_t cold_polled_at = 0;  /* when dr_mr_progress last polled every plane */
     uint64_t progress_at = 0;     /* when the last dr_mr_progress call began */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
@@ -422,6 +459,16 @@ struct Mr {
     void post_am(Op *op, Link *l, const void *data, uint64_t len);
     void issue(Link *l);
     void send_data(Link *l, Req *r, uint32_t seg);
+    /* A data segment (op's owner set by the caller) with the acknowledgements owed to the
+     * peer that fit on it. */
+    void post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t total, uint64_t offset,
+                   const char *data, uint64_t len);
+    /* dr_mr_isend's flat path (FlatSend); false: the send takes the general path. */
+    bool flat_send(Peer *p, uint64_t key, const void *buf, size_t len);
+    /* p's unacknowledged flat sends as copied, released Reqs in p->sends. */
+    void flat_to_reqs(Peer *p);
+    /* The acknowledgement of msg_id for a flat send of p: false when none is waiting. */
+    bool flat_ack(Peer *p, uint32_t msg_id, uint64_t now, bool live);
     void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
                  uint64_t at, bool acked = false);
     /* r has every byte: complete it, remember it (duplicates), acknowledge it unless done. */
@@ -524,5 +571,26 @@ class Guard {
 
 struct dr_mr : dualrail::mr::Mr {};
 struct dr_mr_req : dualrail::mr::Req {};
+
+namespace dualrail {
+namespace mr {
+
+/* The handle of a flat send: odd, so never a Req's address, and holding the length that
+ * dr_mr_test reports. Every public call taking a request checks for it first. */
+inline dr_mr_req_t *flat_handle(size_t len)
+{
+    return reinterpret_cast<dr_mr_req_t *>((uintptr_t)len << 1 | 1);
+}
+inline bool is_flat(const dr_mr_req_t *r)
+{
+    return ((uintptr_t)r & 1) != 0;
+}
+inline size_t flat_len(const dr_mr_req_t *r)
+{
+    return (size_t)((uintptr_t)r >> 1);
+}
+
+} // namespace mr
+} // namespace dualrail
 
 #endif

@@ -4,11 +4,10 @@
  * dr_mr_cancel, dr_mr_req_free, dr_mr_unacked_copies). The data path they drive
  * is in mr_xfer.cc, the health rules the watchdog applies in mr_health.cc.
  *
- * Progress polls the hot planes in turns (a cold one every kColdPollEvery
- * calls), then runs what the callbacks deferred, the owed acknowledgements,
- * the control queue, every 2 ms the watchdog and the weights, and re-issues
- * queued segments; waiting spins briefly and then sleeps on the planes'
- * event descriptors.
+ * Progress polls the hot planes in turns (a cold one once per kColdPollUs), then
+ * runs what the callbacks deferred, the owed acknowledgements, the control queue,
+ * every 2 ms the watchdog and the weights, and re-issues queued segments; waiting
+ * spins briefly and then sleeps on the planes' event descriptors.
  */
 #include <sys/epoll.h>
 
@@ -31,7 +30,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
      * draining one plane first delayed the other's arrivals by a whole burst, and the
      * delivery spans the weights are learned from (mr_weights.cc) read that as a slower
      * plane. A cold plane (nothing of ours in UCX, nothing sent or seen for kHotUs) is
-     * polled every kColdPollEvery calls only, and in the first call after a pause (the
+     * polled once per kColdPollUs only, and in the first call after a pause (the
      * process computed, or waited elsewhere, for more than kHotUs): its peers' pings on
      * every plane are answered the moment it is back. Seen: a rank that computed 0.15 s
      * between 8-byte allreduces polled only the plane its small messages use in each
@@ -40,7 +39,10 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
      * UCX 1.13 asserted in the re-admission that followed, and an allreduce failed. */
     const bool back = mr->clock - mr->progress_at > kHotUs;
     mr->progress_at = mr->clock;
-    const bool all = ++mr->polls % kColdPollEvery == 0 || back;
+    const bool all = mr->clock - mr->cold_polled_at >= kColdPollUs || back;
+    if (all) {
+        mr->cold_polled_at = mr->clock;
+    }
     bool active[DR_MAX_PLANES];
     const size_t np = mr->planes.size();
     for (size_t k = 0; k < np; ++k) {
@@ -62,13 +64,19 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
             }
         }
     }
-    mr->reap_closing();
-    mr->handle_deferred();
+    if (!mr->closing.empty()) {
+        mr->reap_closing();
+    }
+    if (mr->deferred) {
+        mr->handle_deferred();
+    }
     const uint64_t now = mr->clock;
     if (mr->owed_total != 0) {
         mr->ack_flush(false, now);
     }
-    mr->ctrl_flush();
+    if (!mr->ctrl.empty()) {
+        mr->ctrl_flush();
+    }
     if (now - mr->last_watchdog >= 2000) {
         mr->last_watchdog = now;
         mr->watchdog(now);
@@ -106,11 +114,12 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     return events;
 }
 
-/* What keeps a peer without requests in Mr::active: acknowledgements owed, a plane down
- * (probes), bytes the next weights tick must take in. */
+/* What keeps a peer without requests in Mr::active: acknowledgements owed or awaited (flat
+ * sends: the watchdog watches their planes), a plane down (probes), bytes the next weights
+ * tick must take in. */
 bool Mr::settled(const Peer *p) const
 {
-    if (p->owed_count != 0 || p->acks_in_n != 0) {
+    if (p->owed_count != 0 || p->acks_in_n != 0 || p->flat_live != 0) {
         return false;
     }
     for (size_t i = 0; i < planes.size(); ++i) {
@@ -186,10 +195,22 @@ static void req_free(Mr *mr, Req *r)
     mr->recycle(r);
 }
 
+/* A flat send (mr_internal.hpp, FlatSend) is complete when posted and holds nothing. */
+static dr_status_t flat_test(const dr_mr_req_t *req, size_t *len)
+{
+    if (len != nullptr) {
+        *len = flat_len(req);
+    }
+    return DR_OK;
+}
+
 extern "C" dr_status_t dr_mr_test(dr_mr_t *mr, dr_mr_req_t *req, size_t *len)
 {
     if (req == nullptr) {
         return DR_ERR_INVALID;
+    }
+    if (is_flat(req)) {
+        return flat_test(req, len);
     }
     Guard g(mr); /* another thread's progress writes the request's state */
     return req_test(req, len);
@@ -199,6 +220,9 @@ extern "C" dr_status_t dr_mr_test_free(dr_mr_t *mr, dr_mr_req_t *req, size_t *le
 {
     if (mr == nullptr || req == nullptr) {
         return DR_ERR_INVALID;
+    }
+    if (is_flat(req)) {
+        return flat_test(req, len);
     }
     Guard g(mr);
     const dr_status_t st = req_test(req, len);
@@ -237,6 +261,9 @@ extern "C" dr_status_t dr_mr_cancel(dr_mr_t *mr, dr_mr_req_t *req)
 {
     if (mr == nullptr || req == nullptr) {
         return DR_ERR_INVALID;
+    }
+    if (is_flat(req)) {
+        return DR_OK; /* complete */
     }
     Guard g(mr);
     Req *r = req;
@@ -280,7 +307,7 @@ extern "C" size_t dr_mr_drop_unexpected(dr_mr_t *mr, int (*stale)(uint64_t key, 
 
 extern "C" void dr_mr_req_free(dr_mr_t *mr, dr_mr_req_t *req)
 {
-    if (mr == nullptr || req == nullptr) {
+    if (mr == nullptr || req == nullptr || is_flat(req)) {
         return;
     }
     Guard g(mr);
@@ -305,16 +332,25 @@ extern "C" size_t dr_mr_unacked_copies(const dr_mr_t *mr)
     size_t n = 0;
     for (size_t pi = 0; mr != nullptr && pi < mr->peers.size(); ++pi) {
         const Peer *p = mr->peers[pi].get();
+        /* an acknowledgement that came and is not applied yet */
+        auto ack_pending = [p](uint32_t msg_id) {
+            for (uint32_t k = 0; k < p->acks_in_n; ++k) {
+                if (p->acks_in[k] == msg_id) {
+                    return true;
+                }
+            }
+            return false;
+        };
         for (size_t i = 0; p != nullptr && i < p->sends.size(); ++i) {
             const Req *r = p->sends[i];
-            if (!r->copied || r->complete || r->acked) {
-                continue;
+            if (r->copied && !r->complete && !r->acked && !ack_pending(r->msg_id)) {
+                ++n;
             }
-            bool acked = false; /* an acknowledgement that came and is not applied yet */
-            for (uint32_t k = 0; k < p->acks_in_n && !acked; ++k) {
-                acked = p->acks_in[k] == r->msg_id;
+        }
+        for (uint32_t k = 0; p != nullptr && p->flat_live != 0 && k < kFlatSlots; ++k) {
+            if (p->flat[k].live && !ack_pending(p->flat[k].msg_id)) {
+                ++n;
             }
-            n += acked ? 0 : 1;
         }
     }
     return n;

@@ -1,6 +1,7 @@
 /*
  * ucx_mr data path: striping, segment issue with a per-link window, the
- * receiver's placement and duplicate filter (acknowledgements: mr_acks.cc).
+ * receiver's placement and duplicate filter (acknowledgements: mr_acks.cc; the
+ * posting calls: mr_post.cc; small sends without a request: mr_flat.cc).
  *
  * A send of len bytes to a peer with live planes P:
  *
@@ -18,7 +19,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "mr_internal.hpp"
 
@@ -105,7 +105,7 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
 /*
  * The plane whole small messages to p take (the stripe split moves on to the next live
  * plane when it is down): the first plane of the highest weight, so that they keep to one
- * plane, the others go cold (kColdPollEvery), and they never queue behind a slow plane's
+ * plane, the others go cold (kColdPollUs), and they never queue behind a slow plane's
  * stripes. Planes within 80% of the best weight count as equal, so that small
  * fluctuations of learned weights do not move them back and forth.
  *
@@ -197,11 +197,18 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
 {
     const Seg &s = r->segs[seg];
     Op *op = op_get();
+    op->req = r;
+    op->req_gen = r->gen;
+    ++r->ops;
+    post_data(l, op, r->msg_id, r->key, r->len, s.offset, r->buf + s.offset, s.length);
+}
+
+void Mr::post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t total, uint64_t offset,
+                   const char *data, uint64_t len)
+{
     op->data = true;
     op->link = l;
     op->link_gen = l->gen;
-    op->req = r;
-    op->req_gen = r->gen;
     /* Carry the acknowledgements owed to this peer (see kAckDelayUs), oldest first, while
      * they are for messages that came on this plane: one in aux, up to kAckList more after
      * the header (AckList). An ack then travels where its message did, so should the
@@ -218,14 +225,13 @@ void Mr::send_data(Link *l, Req *r, uint32_t seg)
         }
         planes[l->plane]->stats.piggybacked_acks += 1 + op->acks.n;
     }
-    op->hdr = WireHdr{kData,  (uint8_t)l->plane, kWireVersion, self, r->msg_id, ack_id, r->key,
-                      r->len, s.offset};
+    op->hdr =
+        WireHdr{kData, (uint8_t)l->plane, kWireVersion, self, msg_id, ack_id, key, total, offset};
     ++l->inflight;
-    ++r->ops;
     Plane *pl = planes[l->plane].get();
-    pl->stats.tx_bytes += s.length;
+    pl->stats.tx_bytes += len;
     ++pl->stats.tx_segments;
-    post_am(op, l, r->buf + s.offset, s.length);
+    post_am(op, l, data, len);
 }
 
 void Mr::on_op_done(Op *op, ucs_status_t status)
@@ -239,7 +245,11 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
         if (current && l->inflight > 0) {
             --l->inflight;
         }
-        if (op->req->gen == op->req_gen && op->req->ops > 0) {
+        if (op->flat != nullptr) {
+            if (op->flat->ops > 0) {
+                --op->flat->ops;
+            }
+        } else if (op->req->gen == op->req_gen && op->req->ops > 0) {
             --op->req->ops;
         }
     }
@@ -421,11 +431,15 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
     case kData: {
         pl->stats.rx_bytes += len;
         ++pl->stats.rx_segments;
-        if (h.aux != 0) {
+        /* A flat send's acknowledgement is applied here (a slot found by its index, nothing
+         * else to do); any other waits for the next progress call (ack_in). */
+        if (h.aux != 0 && !(p->flat_live != 0 && flat_ack(p, h.aux, now, false))) {
             ack_in(p, h.aux);
         }
         for (uint32_t i = 0; i < acks.n; ++i) {
-            ack_in(p, acks.id[i]);
+            if (!(p->flat_live != 0 && flat_ack(p, acks.id[i], now, false))) {
+                ack_in(p, acks.id[i]);
+            }
         }
         /* A msg_id newer than any seen from the peer cannot be in the done ring: the common
          * case (a new message) skips the scan of the ring. */
@@ -534,9 +548,13 @@ void Mr::retire(Req *r)
     }
     Peer *p = peer_get(r->peer, false);
     auto &v = r->is_send ? p->sends : p->recvs;
-    auto it = std::find(v.begin(), v.end(), r);
-    if (it != v.end()) {
-        v.erase(it);
+    if (!v.empty() && v.back() == r) {
+        v.pop_back(); /* the newest: a call's last receive, or its only one */
+    } else {
+        auto it = std::find(v.begin(), v.end(), r);
+        if (it != v.end()) {
+            v.erase(it);
+        }
     }
     r->listed = false;
 }
@@ -564,6 +582,7 @@ void Mr::drain_copies(uint64_t limit_us)
             for (size_t k = 0; p != nullptr && k < planes.size(); ++k) {
                 usable = usable || (p->links[k]->state == DR_LINK_UP && !p->links[k]->ep_failed);
             }
+            pending = usable && !p->gone && p->flat_live != 0;
             for (size_t i = 0; usable && !p->gone && !pending && i < p->sends.size(); ++i) {
                 pending = p->sends[i]->copied && !p->sends[i]->complete;
             }
@@ -620,158 +639,3 @@ void Mr::sweep(Peer *p)
 
 } // namespace mr
 } // namespace dualrail
-
-using namespace dualrail::mr;
-
-/* The error paths of req_new and fail_if_unreachable, out of line (see Mr::log). */
-__attribute__((cold, noinline)) static dr_status_t no_address(dr_mr_t *mr, uint32_t peer)
-{
-    mr->last_error = "peer " + std::to_string(peer) + " has no address (dr_mr_add_peer)";
-    return DR_ERR_INVALID;
-}
-
-__attribute__((cold, noinline)) static void unreachable(dr_mr_t *mr, Peer *p, Req *r)
-{
-    r->status = DR_ERR_PEER_UNREACHABLE;
-    r->complete = true;
-    mr->last_error =
-        "peer " + std::to_string(p->id) + ": no plane left (" + mr->peer_state_text(p) + ")";
-}
-
-static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t len,
-                           bool is_send, Peer **pp, Req **rr)
-{
-    if (mr == nullptr || (buf == nullptr && len != 0)) {
-        return DR_ERR_INVALID;
-    }
-    Peer *p = mr->peer_get(peer, false);
-    if (p == nullptr || !p->known) {
-        return no_address(mr, peer);
-    }
-    Req *r = mr->req_get();
-    r->is_send = is_send;
-    r->peer = peer;
-    r->key = key;
-    r->buf = static_cast<char *>(buf);
-    r->len = len;
-    /* The clock is read for a receive (the plane its message comes on stays hot for kHotUs
-     * from now, dr_mr_irecv: the wait polls it) and for the busy mark (the watchdog's start
-     * of this peer's wait, which must be now). A send to a peer already busy takes mr->clock
-     * as the last read left it, for the marks its post makes (the plane active, a send
-     * completing at once noted as progress): a time at most that old only moves a hot
-     * plane's turn earlier, and every plane is polled in the first progress call after a
-     * pause of kHotUs (dr_mr_progress). In a small exchange the peer still holds the
-     * previous call's copied send, unacknowledged: one clock read per call less (some 75
-     * instructions, 2 % of an 8-byte allreduce's own work). */
-    const bool idle = p->sends.empty() && p->recvs.empty();
-    if (!is_send || idle) {
-        mr->clock = now_us();
-    }
-    if (idle) {
-        p->busy_since = mr->clock;
-    }
-    *pp = p;
-    *rr = r;
-    return DR_OK;
-}
-
-/* A request to or from a peer with no plane up fails at once (a receive only once nothing
- * held from that peer completes it). */
-static void fail_if_unreachable(dr_mr_t *mr, Peer *p, Req *r)
-{
-    if (!r->complete && mr->live_planes(p) == 0) {
-        unreachable(mr, p, r);
-    }
-}
-
-extern "C" dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf,
-                                   size_t len, dr_mr_req_t **req)
-{
-    if (req == nullptr) {
-        return DR_ERR_INVALID;
-    }
-    Guard g(mr);
-    Peer *p;
-    Req *r;
-    try {
-        dr_status_t st = req_new(mr, peer, key, const_cast<void *>(buf), len, true, &p, &r);
-        if (st != DR_OK) {
-            return st;
-        }
-        fail_if_unreachable(mr, p, r);
-        if (!r->complete) {
-            /* mr->clock (req_new) is what the plane that carries it is marked active with */
-            if (len <= mr->cfg.copy_max && mr->cfg.copy_max != 0) {
-                /* Small: complete for the caller now; the copy is what a failover re-sends.
-                 * assign() reuses the request's capacity: no allocation once warm. An empty
-                 * message has nothing to copy and is complete now too (it waited for the
-                 * peer's acknowledgement, a round trip, against what dr_mr_isend says). */
-                if (len != 0) {
-                    const char *b = static_cast<const char *>(buf);
-                    r->copy.assign(b, b + len);
-                    r->buf = r->copy.data();
-                }
-                r->copied = true;
-            }
-            r->msg_id = p->next_msg_id++;
-            if (p->next_msg_id == 0) {
-                p->next_msg_id = 1; /* 0 means "no acknowledgement" in a data header */
-            }
-            p->sends.push_back(r);
-            r->listed = true;
-            mr->activate(p);
-            if (mr->send_start(p, r) != DR_OK) {
-                r->status = DR_ERR_PEER_UNREACHABLE;
-            }
-        }
-    } catch (const std::bad_alloc &) {
-        return DR_ERR_NO_MEMORY;
-    }
-    *req = static_cast<dr_mr_req_t *>(r);
-    return DR_OK;
-}
-
-extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
-                                   size_t capacity, dr_mr_req_t **req)
-{
-    if (req == nullptr) {
-        return DR_ERR_INVALID;
-    }
-    Guard g(mr);
-    Peer *p;
-    Req *r;
-    try {
-        dr_status_t st = req_new(mr, peer, key, buf, capacity, false, &p, &r);
-        if (st != DR_OK) {
-            return st;
-        }
-        if (!r->complete) {
-            /* Poll where the message will come (dr_mr_progress): a small one on the
-             * plane the peer's small messages came on (its choice: Peer::small_rx) and on
-             * ours, a longer one possibly on every plane. Left cold, the peer's plane was
-             * polled every kColdPollEvery progress calls only: after a pause of more than
-             * kHotUs (an application computing between two small allreduces) the message
-             * waited that many calls, each a wait for the scheduler on a busy core. */
-            const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
-            for (size_t i = 0; i < mr->planes.size(); ++i) {
-                if (small < 0 || (int)i == small || (int)i == p->small_rx) {
-                    mr->planes[i]->active_at = mr->clock;
-                }
-            }
-            mr->recv_match_unexpected(p, r);
-            /* After the match: a message held here (arrived whole, acknowledged) is the
-             * receiver's even when its sender has gone since (dr_mr_destroy's goodbye). */
-            fail_if_unreachable(mr, p, r);
-            if (!r->complete) {
-                p->recvs.push_back(r);
-                r->listed = true;
-                mr->activate(p);
-            }
-            mr->ctrl_flush(); /* the ack of a message that was already all here */
-        }
-    } catch (const std::bad_alloc &) {
-        return DR_ERR_NO_MEMORY;
-    }
-    *req = static_cast<dr_mr_req_t *>(r);
-    return DR_OK;
-}

@@ -259,6 +259,9 @@ dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t 
 typedef struct dr_mr_work_stats {
     uint64_t progress_calls;
     uint64_t peer_visits;
+    /* copied sends kept in their peer's ring, without a request (the common small send);
+     * the others took the general path (link busy, endpoint not made, ring slot held) */
+    uint64_t flat_sends;
 } dr_mr_work_stats_t;
 
 void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);

@@ -1,7 +1,7 @@
 /*
  * A small message that arrives on a plane the receiver had let go cold is delivered by the
- * receiver's next progress call, not only by the one polling every plane (every
- * kColdPollEvery calls) (issue 11).
+ * receiver's next progress call, not only by the one polling every plane (then every
+ * 8th call, now the first one kColdPollUs after the last) (issue 11).
  *
  * Two ucx_mr contexts on lab nodes 0 and 1, both planes. Each end picks its small-message
  * plane from its own weights toward the other, and here they differ: rank 0 weighs its
@@ -13,7 +13,7 @@
  * the data is in its socket and its plane 1 has been idle for longer than kHotUs (2 ms),
  * then posts the receive and counts the progress calls until it completes. Before the
  * fix the receive made only rank 1's own choice (plane 0) hot, and plane 1 was polled by
- * one progress call in kColdPollEvery (8): most trials needed more than 3.
+ * one progress call in 8: most trials needed more than 3.
  *
  *   cold_plane_check --rank 0|1 --dir DIR [--trials N]
  *

@@ -187,6 +187,84 @@ static void test_acks_of_uneven_traffic(void **state)
     assert_true(tx <= ROUNDS / 3);
 }
 
+/* Small copied sends keep their copies in the peer's ring of kFlatSlots (16) without a
+ * request: the handle the caller gets is complete at once (test, wait, cancel, test_free
+ * all say so, with the length), the copy is held until the peer acknowledges it, and once
+ * the ring is full (the peer has taken nothing yet) the next sends take the general path.
+ * Every size up to the ring's 256 bytes, 0 included, arrives exact after the caller reused
+ * its buffer, and every copy is retired; the ring serves again once acknowledged. */
+static void flat_burst(pair_t *p, uint64_t key, uint64_t *flat)
+{
+    enum { N = 40, MAXB = 256 };
+    static unsigned char src[N][MAXB], want[N][MAXB], dst[N][MAXB + 1];
+    dr_mr_work_stats_t w0, w1;
+    dr_mr_work(p->a, &w0);
+    for (int i = 0; i < N; ++i) {
+        const size_t len = (size_t)(i * 37) % (MAXB + 1);
+        fill(src[i], MAXB, (unsigned)(100 + i));
+        memcpy(want[i], src[i], MAXB);
+        dr_mr_req_t *s;
+        assert_int_equal(dr_mr_isend(p->a, 1, key + (uint64_t)i, src[i], len, &s), DR_OK);
+        size_t got = 12345;
+        assert_int_equal(dr_mr_test(p->a, s, &got), DR_OK);
+        assert_int_equal(got, len);
+        assert_int_equal(dr_mr_cancel(p->a, s), DR_OK);
+        got = 12345;
+        assert_int_equal(dr_mr_wait(p->a, s, 1, &got), DR_OK);
+        assert_int_equal(got, len);
+        got = 12345;
+        assert_int_equal(dr_mr_test_free(p->a, s, &got), DR_OK);
+        assert_int_equal(got, len);
+        memset(src[i], 0xee, MAXB); /* the caller's buffer is its own again */
+    }
+    dr_mr_work(p->a, &w1);
+    *flat = w1.flat_sends - w0.flat_sends;
+    assert_int_equal(dr_mr_unacked_copies(p->a), N); /* b has acknowledged nothing yet */
+    for (int i = 0; i < N; ++i) {
+        const size_t len = (size_t)(i * 37) % (MAXB + 1);
+        dr_mr_req_t *r;
+        memset(dst[i], 0, sizeof(dst[i]));
+        assert_int_equal(dr_mr_irecv(p->b, 0, key + (uint64_t)i, dst[i], MAXB + 1, &r), DR_OK);
+        dr_status_t ss, rs;
+        size_t got = 12345;
+        finish(p, NULL, r, &ss, &rs, &got);
+        assert_int_equal(rs, DR_OK);
+        assert_int_equal(got, len);
+        assert_memory_equal(dst[i], want[i], len);
+        dr_mr_req_free(p->b, r);
+    }
+    assert_int_equal(drain_copies(p), 0);
+}
+
+static void test_flat_sends(void **state)
+{
+    pair_t *p = *state;
+    send_ints(p->a, 0, p->b, 1, 9600, 1, 0); /* both endpoints made */
+    assert_int_equal(drain_copies(p), 0);
+    uint64_t flat1 = 0, flat2 = 0;
+    flat_burst(p, 9700, &flat1);
+    flat_burst(p, 9800, &flat2);
+    print_message("40 small sends, twice: %llu and %llu kept in the ring\n",
+                  (unsigned long long)flat1, (unsigned long long)flat2);
+    /* The ring bounds what it holds unacknowledged; the second burst finds it empty. */
+    assert_true(flat1 >= 1 && flat1 <= 16);
+    assert_true(flat2 >= 8 && flat2 <= 16);
+    /* A flat handle asks nothing of the context it came from. */
+    dr_mr_req_t *s;
+    assert_int_equal(dr_mr_isend(p->a, 1, 9900, "x", 1, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_mr_req_free(p->a, s); /* complete, holds nothing: freeing twice is harmless */
+    dr_mr_req_t *r;
+    char c = 0;
+    assert_int_equal(dr_mr_irecv(p->b, 0, 9900, &c, 1, &r), DR_OK);
+    dr_status_t ss, rs;
+    finish(p, NULL, r, &ss, &rs, NULL);
+    assert_int_equal(rs, DR_OK);
+    assert_int_equal(c, 'x');
+    dr_mr_req_free(p->b, r);
+    assert_int_equal(drain_copies(p), 0);
+}
+
 /* One way only (a broadcast's non-root): b owes an acknowledgement for each of a's 150
  * messages and has nothing to carry them on. Once the oldest is due (kAckDelayUs) or 32 are
  * owed, all of them go, packed into kAck messages of up to 15: at most a few messages, not
@@ -409,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_acks_ride_on_data),
         cmocka_unit_test(test_acks_of_uneven_traffic),
         cmocka_unit_test(test_acks_one_way_packed),
+        cmocka_unit_test(test_flat_sends),
         cmocka_unit_test(test_early_small_message_acked),
         cmocka_unit_test(test_idle_peers_not_visited),
         cmocka_unit_test(test_destroy_delivers_copies),
