@@ -435,8 +435,9 @@ void Mr::watchdog(uint64_t now)
                 l->other_alive = 0;
                 continue;
             }
-            /* ... and we read this plane since (a cold plane is read once per kColdPollUs
-             * calls): a rank back from computing has the answer waiting in its socket. */
+            /* ... and we read this plane since (a cold plane is read at least once per
+             * kColdPollUs while progress runs): a rank back from computing has the answer
+             * waiting in its socket. */
             const uint64_t half = l->other_alive + stall_us / 2;
             const uint64_t quiet = age_us(now, std::max(l->last_progress, p->busy_since));
             if (age_us(now, l->other_alive) > stall_us && other_last >= half &&
