@@ -177,7 +177,7 @@ void Mr::acks_in_apply_all()
 void Mr::on_ack(Peer *p, uint32_t msg_id, uint64_t now, const WireHdr *h, bool live)
 {
     /* msg_id alone names the message: it is unique per direction (never 0). */
-    if (p->flat_live != 0 && flat_ack(p, msg_id, now, live)) {
+    if (flat_ack(p, msg_id, now, live)) {
         return;
     }
     for (Req *r : p->sends) {

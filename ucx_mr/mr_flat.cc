@@ -13,12 +13,10 @@ namespace mr {
 
 bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
 {
-    /* The conditions of send_start's straight-out case: the link that small messages to p
-     * take, up, weighted, with its endpoint, nothing queued and room in its window. */
+    /* send_start's straight-out case: the link small messages to p take, ready now. */
     const int i = small_plane(p);
     Link *l = p->links[i].get();
-    if (l->state != DR_LINK_UP || l->weight == 0 || !l->queue.empty() ||
-        l->inflight >= cfg.window || l->ep == nullptr || l->ep_failed) {
+    if (!straight_out(l)) {
         return false;
     }
     if (!p->flat) {
@@ -55,6 +53,9 @@ bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
 
 bool Mr::flat_ack(Peer *p, uint32_t msg_id, uint64_t now, bool live)
 {
+    if (p->flat_live == 0) {
+        return false; /* the common case for a general send's: no slot to look at */
+    }
     FlatSend &f = p->flat[msg_id % kFlatSlots];
     if (!f.live || f.msg_id != msg_id) {
         return false;

@@ -444,6 +444,13 @@ struct Mr {
 
     /* mr_xfer.cc */
     dr_status_t send_start(Peer *p, Req *r);
+    /* A segment can go to UCX on l now, without the queue and issue(): up, weighted, its
+     * endpoint made and healthy, nothing queued, room in its window. */
+    bool straight_out(const Link *l) const
+    {
+        return l->state == DR_LINK_UP && l->weight != 0 && l->queue.empty() &&
+               l->inflight < cfg.window && l->ep != nullptr && !l->ep_failed;
+    }
     int small_plane(const Peer *p) const
     {
         if (p->small_cache >= 0 && p->small_cache_rx == p->small_rx) {
@@ -467,7 +474,8 @@ struct Mr {
     bool flat_send(Peer *p, uint64_t key, const void *buf, size_t len);
     /* p's unacknowledged flat sends as copied, released Reqs in p->sends. */
     void flat_to_reqs(Peer *p);
-    /* The acknowledgement of msg_id for a flat send of p: false when none is waiting. */
+    /* The acknowledgement of msg_id for a flat send of p: false when none is waiting (the
+     * general path's, on_ack and ack_in, then). */
     bool flat_ack(Peer *p, uint32_t msg_id, uint64_t now, bool live);
     void deliver(Peer *p, Req *r, const WireHdr &h, const void *data, uint64_t len, int plane,
                  uint64_t at, bool acked = false);

@@ -43,8 +43,7 @@ dr_status_t Mr::send_start(Peer *p, Req *r)
          * transport's share of an 8-byte allreduce. */
         const int i = small_plane(p);
         Link *l = p->links[i].get();
-        if (l->state == DR_LINK_UP && l->weight != 0 && l->queue.empty() &&
-            l->inflight < cfg.window && l->ep != nullptr && !l->ep_failed) {
+        if (straight_out(l)) {
             r->segs.push_back(Seg{0, r->len, i, 0});
             send_data(l, r, 0);
             return DR_OK;
@@ -433,11 +432,11 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         ++pl->stats.rx_segments;
         /* A flat send's acknowledgement is applied here (a slot found by its index, nothing
          * else to do); any other waits for the next progress call (ack_in). */
-        if (h.aux != 0 && !(p->flat_live != 0 && flat_ack(p, h.aux, now, false))) {
+        if (h.aux != 0 && !flat_ack(p, h.aux, now, false)) {
             ack_in(p, h.aux);
         }
         for (uint32_t i = 0; i < acks.n; ++i) {
-            if (!(p->flat_live != 0 && flat_ack(p, acks.id[i], now, false))) {
+            if (!flat_ack(p, acks.id[i], now, false)) {
                 ack_in(p, acks.id[i]);
             }
         }
