@@ -116,6 +116,7 @@ typedef struct mca_coll_dualrail_component_t {
     bool thread_multiple;         /* MPI_THREAD_MULTIPLE (init_query): ucx_mr takes its lock */
     int nb_enable;                /* non-blocking collectives (MPI_Iallreduce...) on dualrail */
     int progress_thread;          /* a thread advances them while the application computes */
+    int wakeup;                   /* waits sleep on the planes' event descriptors (ucx_mr) */
     opal_free_list_t nb_requests; /* their requests (coll_dualrail_nb.c) */
     bool nb_requests_ready;
 } mca_coll_dualrail_component_t;

@@ -18,9 +18,9 @@
 #include "opal/util/output.h"
 
 /*
- * Waiting: spin briefly for latency, then sleep on the planes' descriptors
- * (returns as soon as data arrives) so that ranks sharing a core, and the
- * kernel's network stack, get the CPU; keep Open MPI's runtime progressing.
+ * Waiting: spin briefly for latency, then sleep (50 us naps, or on the planes'
+ * descriptors until data arrives with coll_dualrail_wakeup) so that ranks sharing a
+ * core, and the kernel's network stack, get the CPU; keep Open MPI's runtime progressing.
  */
 /* Seconds a waiting rank polls before it starts yielding the CPU. */
 #define DUALRAIL_SPIN_NO_YIELD 20e-6

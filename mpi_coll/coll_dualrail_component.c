@@ -308,13 +308,21 @@ static int dualrail_register(void)
         "opal_progress: any MPI call progresses them); 0: leave them to the next component",
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->nb_enable);
     cm->progress_thread = 0;
-    reg("progress_thread", "A progress thread per process advances the non-blocking collectives "
-        "while the application computes without calling MPI (it sleeps on the planes' event "
-        "descriptors, or idles when none is outstanding; the transport then takes a lock per "
+    reg("progress_thread",
+        "A progress thread per process advances the non-blocking collectives "
+        "while the application computes without calling MPI (it naps while nothing moves, or "
+        "sleeps on the planes' event descriptors with coll_dualrail_wakeup, and idles when none "
+        "is outstanding; the transport then takes a lock per "
         "call, as under MPI_THREAD_MULTIPLE; below MPI_THREAD_MULTIPLE the application's next "
         "MPI call completes the requests it finished). 0 (default): they advance inside MPI "
         "calls only",
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_4, &cm->progress_thread);
+    cm->wakeup = 0;
+    reg("wakeup",
+        "A wait longer than spin_time sleeps on the planes' event descriptors, waking "
+        "when data arrives (UCX's wake-up feature, which costs every small message about 10 % "
+        "on TCP with UCX 1.13). 0 (default): it naps 50 us at a time instead",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_6, &cm->wakeup);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "

@@ -68,8 +68,9 @@ void mca_coll_dualrail_nb_open(void)
 
 /*
  * The progress thread (coll_dualrail_progress_thread): while a non-blocking collective is
- * outstanding it progresses the planes and resumes the tasks, and sleeps on the planes'
- * descriptors when nothing moved (woken by data, at most 1 ms, so timeouts keep running);
+ * outstanding it progresses the planes and resumes the tasks, and sleeps when nothing moved
+ * (dr_mr_wait_event: a 50 us nap, or on the planes' descriptors with coll_dualrail_wakeup,
+ * woken by data, at most 1 ms, so timeouts keep running);
  * with none outstanding it waits on a condition a start signals. It never calls
  * opal_progress (the application may not have asked for threads).
  */

@@ -256,7 +256,8 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     ucp_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    /* WAKEUP only when asked for (dr_mr_config_t.wakeup): it costs every small message. */
+    params.features = UCP_FEATURE_AM | (mr->cfg.wakeup != 0 ? UCP_FEATURE_WAKEUP : 0);
     params.name = "dualrail";
     st = ucp_init(&params, config, &pl->context);
     ucp_config_release(config);
@@ -310,7 +311,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     pl->address = attr.address;
     pl->address_len = attr.address_length;
     int efd;
-    if (ucp_worker_get_efd(pl->worker, &efd) == UCS_OK) {
+    if (mr->cfg.wakeup != 0 && ucp_worker_get_efd(pl->worker, &efd) == UCS_OK) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN;

@@ -243,10 +243,14 @@ struct FlatSend {
 
 /* Segments up to this size that arrive before their receive are held inside their
  * Unexpected entry: a message that beats its receive (a broadcast's non-root, a gather's
- * root, a peer one call ahead) cost a malloc, a free and a cache miss on a fresh block. */
-constexpr size_t kUnexpectedInline = 64;
+ * root, a peer one call ahead) cost a malloc, a free and a cache miss on a fresh block.
+ * dr_mr_take receives every small message this way: up to a flat send's size. */
+constexpr size_t kUnexpectedInline = DR_MR_TAKE_MAX;
+static_assert(kUnexpectedInline >= kFlatBytes, "a flat send is held without an allocation");
 
 struct Unexpected {
+    /* held stays uninitialised: filled up to `length` where it is used (on_am) */
+    Unexpected() {}
     uint64_t key;
     uint32_t msg_id;
     uint64_t total;

@@ -3,6 +3,7 @@
  * (kept in its peer's ring when it can go straight out: mr_flat.cc), a receive matched
  * against what arrived before it. The data path they start is in mr_xfer.cc.
  */
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -174,4 +175,60 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
     }
     *req = static_cast<dr_mr_req_t *>(r);
     return DR_OK;
+}
+
+/* What dr_mr_irecv's match of a held message does, without the request: the message is the
+ * oldest held under the key, arrived whole (so acknowledged already, on_am), and is entered
+ * in the done ring, which drops a copy of it arriving later. */
+extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
+                                  size_t capacity, size_t *len)
+{
+    if (mr == nullptr || len == nullptr || (buf == nullptr && capacity != 0)) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr);
+    Peer *p = mr->peer_get(peer, false);
+    if (p == nullptr || !p->known) {
+        return no_address(mr, peer);
+    }
+    for (size_t i = 0; i < p->unexpected.size(); ++i) {
+        Unexpected &u = p->unexpected[i];
+        if (u.key != key) {
+            continue;
+        }
+        if (u.offset != 0 || u.length != u.total || u.total > capacity) {
+            return DR_INPROGRESS; /* in pieces, or truncated: a posted receive's to report */
+        }
+        if (u.length != 0) {
+            memcpy(buf, u.bytes(), u.length);
+        }
+        *len = u.length;
+        p->message_done(mr->clock);
+        mr->done_add(p, key, u.msg_id);
+        if (u.data != nullptr) {
+            mr->unexpected_release(u); /* not held inline */
+        }
+        if (i + 1 == p->unexpected.size()) {
+            p->unexpected.pop_back(); /* the newest: nearly always the only one */
+        } else {
+            p->unexpected.erase(p->unexpected.begin() + (long)i);
+        }
+        ++mr->work.takes;
+        return DR_OK;
+    }
+    /* Not here yet: keep the plane it comes on polled, as a posted receive does
+     * (dr_mr_irecv), from the time of the last progress call. A waiter calls this between
+     * its polls: when the plane the peer's small messages come on is hot already, there is
+     * nothing to do. */
+    if (capacity <= mr->cfg.min_stripe && p->small_rx >= 0 &&
+        mr->clock - mr->planes[(size_t)p->small_rx]->active_at < kHotUs / 2) {
+        return DR_INPROGRESS;
+    }
+    const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
+    for (size_t i = 0; i < mr->planes.size(); ++i) {
+        if (small < 0 || (int)i == small || (int)i == p->small_rx) {
+            mr->planes[i]->active_at = mr->clock;
+        }
+    }
+    return DR_INPROGRESS;
 }

@@ -10,6 +10,7 @@
  * spins briefly and then sleeps on the planes' event descriptors.
  */
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "mr_internal.hpp"
 
@@ -134,7 +135,15 @@ bool Mr::settled(const Peer *p) const
 
 extern "C" void dr_mr_wait_event(dr_mr_t *mr, double timeout)
 {
-    if (mr == nullptr || mr->epfd < 0 || timeout <= 0) {
+    if (mr == nullptr || timeout <= 0) {
+        return;
+    }
+    if (mr->epfd < 0) {
+        /* No wake-up descriptors (dr_mr_config_t.wakeup 0): a nap gives the core up as
+         * well, and a waiter that gets this far has waited long already. */
+        const double s = timeout < DR_MR_NAP_US * 1e-6 ? timeout : DR_MR_NAP_US * 1e-6;
+        struct timespec ts = {0, (long)(s * 1e9)};
+        nanosleep(&ts, nullptr);
         return;
     }
     {

@@ -483,9 +483,17 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
                 return;
             }
         }
-        p->unexpected.push_back(Unexpected{h.key, h.msg_id, h.total, h.offset, len, data, false,
-                                           pl->index, now, {}});
+        p->unexpected.emplace_back(); /* not zeroed: `held` is written up to len below */
         Unexpected &u = p->unexpected.back();
+        u.key = h.key;
+        u.msg_id = h.msg_id;
+        u.total = h.total;
+        u.offset = h.offset;
+        u.length = len;
+        u.data = data;
+        u.ucx_owned = false;
+        u.plane = pl->index;
+        u.at = now;
         if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
             u.ucx_owned = true;
             *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
@@ -505,6 +513,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         }
         if (whole) {
             ack(p, h.key, h.msg_id, h.total, pl->index);
+            /* As a receive completed (finish_recv): progress returns now, to a waiter that
+             * takes it (dr_mr_take), instead of one more poll of every plane first. */
+            ++finished;
         }
         return;
     }

@@ -95,6 +95,14 @@ typedef struct dr_mr_config {
     /* Non-zero: several threads may use the context at once (see Threading above); every
      * call then takes the context's mutex. 0 (default): one thread at a time, no lock. */
     int thread_safe;
+    /* Non-zero: the planes' UCP contexts are made with UCP_FEATURE_WAKEUP, and
+     * dr_mr_wait_event sleeps until a plane has data. 0 (default): without it, and
+     * dr_mr_wait_event naps (DR_MR_NAP_US at most) instead. With UCX 1.13 on TCP the feature
+     * made every small exchange about 10 % slower (its interfaces' receive handlers are
+     * wrapped, and their event descriptors registered with UCX's async thread): a waiter
+     * that spins, as one rank per core does, pays that on every message, and a nap's
+     * later wake-up only on the long waits that reach it. */
+    int wakeup;
 } dr_mr_config_t;
 
 /* Fill cfg with defaults (planes = NULL). */
@@ -148,6 +156,20 @@ dr_status_t dr_mr_isend(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *bu
 dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
                         dr_mr_req_t **req);
 
+/*
+ * A receive without a request: when the oldest message held under key from peer arrived
+ * whole and fits capacity, copy it into buf, set *len and return DR_OK; it is then received
+ * exactly as by dr_mr_irecv (acknowledged, a copy of it arriving later dropped). Otherwise
+ * DR_INPROGRESS and nothing changes: nothing held, a message in pieces or too large (a
+ * receive posted for it reports that). A waiter that calls it between dr_mr_progress calls
+ * receives a small message in a fraction of a posted receive's work; for messages of up to
+ * DR_MR_TAKE_MAX bytes, which are held without an allocation. DR_ERR_INVALID on bad
+ * arguments.
+ */
+#define DR_MR_TAKE_MAX 256
+dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
+                       size_t *len);
+
 /* Drive every plane; returns non-zero when anything happened. Never blocks. */
 int dr_mr_progress(dr_mr_t *mr);
 
@@ -156,8 +178,10 @@ int dr_mr_progress(dr_mr_t *mr);
  * (capped at 10 ms so that health checks keep running). Returns at once when
  * events are already pending. For waiting loops that would otherwise spin:
  * several processes share a core in the lab, and the kernel's network stack
- * needs the CPU too. Call dr_mr_progress() afterwards.
+ * needs the CPU too. Call dr_mr_progress() afterwards. Without
+ * dr_mr_config_t.wakeup: a nap of timeout, at most DR_MR_NAP_US microseconds.
  */
+#define DR_MR_NAP_US 50
 void dr_mr_wait_event(dr_mr_t *mr, double timeout);
 
 /*
@@ -262,6 +286,8 @@ typedef struct dr_mr_work_stats {
     /* copied sends kept in their peer's ring, without a request (the common small send);
      * the others took the general path (link busy, endpoint not made, ring slot held) */
     uint64_t flat_sends;
+    /* messages received by dr_mr_take, without a request */
+    uint64_t takes;
 } dr_mr_work_stats_t;
 
 void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);

@@ -135,7 +135,8 @@ template <class T> class LazyEngine {
         return st == DR_OK ? DR_OK : engine().completed(st, q, step, true, got, len);
     }
 
-    /* Post a receive (len 0 posts nothing); wait(slot) completes it. */
+    /* Post a receive (len 0 posts nothing); wait(slot) completes it. Fast mode, up to the
+     * transport's take_max(): posted only if the wait grows long (deferred, below). */
     __attribute__((always_inline)) dr_status_t irecv(size_t slot, int q, uint32_t step, uint64_t k,
                                                      void *buf, size_t len)
     {
@@ -147,12 +148,16 @@ template <class T> class LazyEngine {
         }
         assert(slot < kLazyMaxSlots);
         Pending &r = rx_[slot];
-        const dr_status_t st = t_.irecv(q, k, buf, len, &r.req);
-        if (st != DR_OK) {
-            return engine().post_failed(st, q, step, false);
+        r.req = nullptr;
+        if (len > t_.take_max()) {
+            const dr_status_t st = t_.irecv(q, k, buf, len, &r.req);
+            if (st != DR_OK) {
+                return engine().post_failed(st, q, step, false);
+            }
         }
         r.buf = buf;
         r.len = len;
+        r.key = k;
         r.peer = q;
         r.step = step;
         pending_ |= 1u << slot;
@@ -163,7 +168,7 @@ template <class T> class LazyEngine {
     __attribute__((always_inline)) dr_status_t wait(size_t slot)
     {
         if (eng_ != nullptr) {
-            return eng_->wait(slot);
+            return (unposted_ & 1u << slot) != 0 ? unposted_st_ : eng_->wait(slot);
         }
         return (pending_ & 1u << slot) != 0 ? wait_recv(slot) : DR_OK;
     }
@@ -225,13 +230,29 @@ template <class T> class LazyEngine {
     }
 
   private:
+    /* A receive of fast mode. req nullptr: deferred, not posted (the transport's take()
+     * receives it); posted where the engine takes over (post_deferred). */
     struct Pending {
         Transport::Req req;
         void *buf;
         size_t len;
+        uint64_t key;
         int peer;
         uint32_t step;
     };
+
+    /* A deferred receive posted, for the engine to adopt. On a failure the engine records
+     * it (as a post in irecv() would have) and the slot is done with that status. */
+    dr_status_t post_deferred(size_t slot)
+    {
+        Pending &r = rx_[slot];
+        const dr_status_t st = t_.irecv(r.peer, r.key, r.buf, r.len, &r.req);
+        if (st != DR_OK) {
+            r.req = nullptr;
+            pending_ &= ~(1u << slot);
+        }
+        return st;
+    }
 
     __attribute__((cold, noinline)) dr_status_t build()
     {
@@ -254,11 +275,20 @@ template <class T> class LazyEngine {
             eng_->set_scratch(scratch_, scratch_len_);
         }
         for (size_t s = 0; pending_ != 0 && s < nslots_; ++s) {
-            if ((pending_ & 1u << s) != 0) {
-                const Pending &r = rx_[s];
-                eng_->adopt(s, r.req, r.peer, r.step, r.buf, r.len, false);
-                pending_ &= ~(1u << s);
+            if ((pending_ & 1u << s) == 0) {
+                continue;
             }
+            const Pending &r = rx_[s];
+            if (r.req == nullptr) {
+                const dr_status_t pst = post_deferred(s);
+                if (pst != DR_OK) {
+                    unposted_ |= 1u << s;
+                    unposted_st_ = eng_->post_failed(pst, r.peer, r.step, false);
+                    continue;
+                }
+            }
+            eng_->adopt(s, r.req, r.peer, r.step, r.buf, r.len, false);
+            pending_ &= ~(1u << s);
         }
         return st;
     }
@@ -268,6 +298,9 @@ template <class T> class LazyEngine {
     dr_status_t wait_recv(size_t slot)
     {
         const Pending &r = rx_[slot];
+        if (r.req == nullptr) {
+            return wait_take(slot);
+        }
         unsigned polls = 0, spins = 0;
         bool since_set = false;
         std::chrono::steady_clock::time_point since;
@@ -303,6 +336,50 @@ template <class T> class LazyEngine {
         }
     }
 
+    /* wait_recv for a deferred receive: the transport's take() between progress calls, the
+     * receive posted (and the engine built, adopting it) once it has waited
+     * kAbortListenAfter. The message is nearly always a copied send's, whole on arrival. */
+    dr_status_t wait_take(size_t slot)
+    {
+        const Pending &r = rx_[slot];
+        unsigned polls = 0, spins = 0;
+        bool since_set = false;
+        std::chrono::steady_clock::time_point since;
+        for (;;) {
+            size_t got = 0;
+            const dr_status_t st = t_.take(r.peer, r.key, r.buf, r.len, &got);
+            if (st != DR_INPROGRESS) {
+                pending_ &= ~(1u << slot);
+                if (st == DR_OK && got == r.len) {
+                    return DR_OK;
+                }
+                return engine().completed(st, r.peer, r.step, false, got, r.len);
+            }
+            const int events = t_.progress();
+            if ((++polls & (kClockEvery - 1)) == 0) {
+                const auto now = std::chrono::steady_clock::now();
+                if (!since_set) {
+                    since = now;
+                    since_set = true;
+                } else if (std::chrono::duration<double>(now - since).count() >=
+                           kAbortListenAfter) {
+                    /* As wait_recv's long wait, with the receive posted first (a message in
+                     * pieces, too large or not come: the posted receive's to handle). */
+                    const dr_status_t pst = post_deferred(slot);
+                    if (pst != DR_OK) {
+                        return engine().post_failed(pst, r.peer, r.step, false);
+                    }
+                    Engine &e = engine(); /* adopts it */
+                    e.listen_now();
+                    return e.wait(slot);
+                }
+            }
+            if (events == 0) {
+                idle_poll(p_, &spins);
+            }
+        }
+    }
+
     T &t_;
     const Params &p_;
     const char *const algo_;
@@ -312,6 +389,8 @@ template <class T> class LazyEngine {
     const int *peer_list_ = nullptr;
     PeersFn peers_fn_ = nullptr;
     uint32_t pending_ = 0; /* fast mode: slots whose receive runs (rx_) */
+    uint32_t unposted_ = 0;           /* deferred receives build() could not post ... */
+    dr_status_t unposted_st_ = DR_OK; /* ... and the engine's verdict on that */
     const char *scratch_ = nullptr;
     size_t scratch_len_ = 0;
     Engine *eng_ = nullptr;

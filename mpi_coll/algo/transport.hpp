@@ -56,6 +56,21 @@ class Transport {
     /* Drive the network; non-zero when anything happened. Never blocks. */
     virtual int progress() = 0;
 
+    /* A receive without a request, for messages of up to take_max() bytes: DR_OK when the
+     * message under key from peer is already here (copied into buf, *len set), DR_INPROGRESS
+     * when not (or when a posted receive must handle it: in pieces, too large), else an
+     * error. A transport without it takes nothing (take_max() 0). */
+    virtual size_t take_max() const { return 0; }
+    virtual dr_status_t take(int peer, uint64_t key, void *buf, size_t capacity, size_t *len)
+    {
+        (void)peer;
+        (void)key;
+        (void)buf;
+        (void)capacity;
+        (void)len;
+        return DR_INPROGRESS;
+    }
+
     /* "peer rank 3 (process 7)": how error lines name a peer (no allocation, no throw). */
     virtual void peer_name(int peer, char *buf, size_t len) const = 0;
     /* Why the last failed request failed (dr_mr_last_error for ucx_mr). Never NULL. */

@@ -27,12 +27,16 @@ static inline double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* dr_mr_config_t.wakeup of the pairs pair_open makes from now on (default 0, as ucx_mr's). */
+static int pair_wakeup = 0;
+
 /* Two contexts on loopback that know each other; weights NULL: the default. 0 or -1. */
 static inline int pair_open(pair_t *p, const char *weights)
 {
     p->a = p->b = NULL;
     dr_mr_config_t cfg;
     dr_mr_config_default(&cfg);
+    cfg.wakeup = pair_wakeup;
     cfg.planes = "lo";
     cfg.transports = "tcp";
     cfg.segment_size = 64 * 1024;

@@ -109,13 +109,18 @@ class Net {
         keys_.clear();
     }
     /* Sends complete when posted, as ucx_mr's copied small sends: the network keeps a copy
-     * that travels (and is acknowledged) on its own. */
+     * that travels (and is acknowledged) on its own. With them, receives of up to
+     * kTakeMax bytes may be taken without a request (take(), as dr_mr_take). */
     void copy_sends(bool on)
     {
         std::lock_guard<std::mutex> lk(mu_);
         copy_ = on;
     }
+    static constexpr size_t kTakeMax = 256;
+    size_t take_max() const { return copy_ ? kTakeMax : 0; }
     size_t messages() const { return messages_.load(); }
+    size_t takes() const { return takes_.load(); }
+    size_t recvs_posted() const { return recvs_posted_.load(); }
     size_t data_messages() const { return data_messages_.load(); }
 
     dr_status_t isend(int src, int dst, uint64_t key, const void *buf, size_t len, Req **out)
@@ -175,7 +180,39 @@ class Net {
             }
         }
         sends_.push_back(r);
+        bump(dst); /* an arrival: a rank that takes its messages looks again */
         return DR_OK;
+    }
+
+    /* dr_mr_take: a message already here (its send matched now, as by a receive posted
+     * and completed at once), or DR_INPROGRESS with nothing changed. */
+    dr_status_t take(int dst, int src, uint64_t key, void *buf, size_t cap, size_t *got)
+    {
+        if (src < 0 || src >= n_ || dst == src) {
+            return DR_ERR_INVALID;
+        }
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto it = sends_.begin(); it != sends_.end(); ++it) {
+            Req *q = *it;
+            if (q->src != src || q->dst != dst || q->key != key) {
+                continue;
+            }
+            if (q->len > cap) {
+                return DR_INPROGRESS; /* a posted receive reports the truncation */
+            }
+            sends_.erase(it);
+            Req r;
+            r.src = src;
+            r.dst = dst;
+            r.key = key;
+            r.rbuf = buf;
+            r.len = cap;
+            deliver(q, &r);
+            *got = r.got;
+            ++takes_;
+            return (dr_status_t)r.status.load();
+        }
+        return DR_INPROGRESS;
     }
 
     dr_status_t irecv(int dst, int src, uint64_t key, void *buf, size_t cap, Req **out)
@@ -192,6 +229,7 @@ class Net {
         std::lock_guard<std::mutex> lk(mu_);
         live_.insert(r);
         *out = r;
+        ++recvs_posted_;
         const char *lo = static_cast<const char *>(buf), *hi = lo + cap;
         auto overlaps = [&](const Req *s) {
             const char *slo = static_cast<const char *>(s->sbuf), *shi = slo + s->len;
@@ -431,8 +469,8 @@ class Net {
     std::set<std::tuple<int, int, uint64_t>> keys_;
     std::vector<std::string> violations_;
     std::deque<std::string> errors_; /* stable storage for last_error pointers */
-    std::atomic<size_t> messages_{0}, data_messages_{0};
-    bool copy_ = false;
+    std::atomic<size_t> messages_{0}, data_messages_{0}, takes_{0}, recvs_posted_{0};
+    std::atomic<bool> copy_{false};
 };
 
 class FakeTransport final : public Transport {
@@ -462,6 +500,11 @@ class FakeTransport final : public Transport {
     dr_status_t cancel(Req req) override { return net_.cancel(static_cast<fake::Req *>(req)); }
     void release(Req req) override { net_.release(static_cast<fake::Req *>(req)); }
     int progress() override { return net_.progress(self_); }
+    size_t take_max() const override { return net_.take_max(); }
+    dr_status_t take(int peer, uint64_t key, void *buf, size_t cap, size_t *len) override
+    {
+        return net_.take(self_, peer, key, buf, cap, len);
+    }
     void peer_name(int peer, char *buf, size_t len) const override
     {
         snprintf(buf, len, "peer rank %d", peer);

@@ -155,8 +155,9 @@ void test_same_schedule(void **state)
 
 /* n ranks run `calls` small allreduces (rank `late` starts each `late_ms` late), each
  * followed by the general path's on the same inputs, whose result it must equal; returns how
- * many of the small calls built the engine. */
-uint64_t run_calls(int n, int calls, int late, int late_ms)
+ * many of the small calls built the engine, and in *takes (if not null) how many receives
+ * were taken without a request (Transport::take: only the small path's fast mode does). */
+uint64_t run_calls(int n, int calls, int late, int late_ms, uint64_t *takes = nullptr)
 {
     fake::Net net(n, kComm);
     net.copy_sends(true);
@@ -196,6 +197,9 @@ uint64_t run_calls(int n, int calls, int late, int late_ms)
         },
         120, "calls");
     report(fails, net);
+    if (takes != nullptr) {
+        *takes = net.takes();
+    }
     return slow;
 }
 
@@ -204,12 +208,17 @@ void test_fast_mode_taken(void **state)
     (void)state;
     for (int n : {4, 6}) {
         const int calls = 200;
-        const uint64_t slow = run_calls(n, calls, -1, 0);
-        print_message("%d calls x %d ranks with copied sends: %llu in slow mode\n", calls, n,
-                      (unsigned long long)slow);
+        uint64_t takes = 0;
+        const uint64_t slow = run_calls(n, calls, -1, 0, &takes);
+        print_message("%d calls x %d ranks with copied sends: %llu in slow mode, %llu receives "
+                      "taken without a request\n",
+                      calls, n, (unsigned long long)slow, (unsigned long long)takes);
         /* Threads descheduled past kAbortListenAfter send some calls into slow mode on a
          * busy machine; a path that never runs fast sends all of them. */
         assert_true(slow < (uint64_t)calls * n);
+        /* Every rank has at least one receive per call, and fast mode posts none of them
+         * (LazyEngine's deferred receives): each call that stayed fast took one at least. */
+        assert_true(takes + slow >= (uint64_t)calls * n);
     }
 }
 

@@ -265,6 +265,112 @@ static void test_flat_sends(void **state)
     assert_int_equal(drain_copies(p), 0);
 }
 
+/* dr_mr_take: a message that arrived whole before any receive is received without a
+ * request (exact bytes and length, once, acknowledged: the sender's copy retired); one not
+ * here yet, or larger than the buffer, is left for a posted receive (which reports the
+ * truncation); bad arguments are refused. */
+static void test_take(void **state)
+{
+    pair_t *p = *state;
+    enum { N = 12, MAXB = DR_MR_TAKE_MAX };
+    static unsigned char src[N][MAXB], dst[MAXB + 1];
+    const uint64_t key = 9950;
+    assert_int_equal(drain_copies(p), 0);
+    size_t len = 12345;
+    assert_int_equal(dr_mr_take(p->b, 0, key, dst, sizeof(dst), &len), DR_INPROGRESS);
+    assert_int_equal(len, 12345);
+    assert_int_equal(dr_mr_take(p->b, 0, key, dst, sizeof(dst), NULL), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_take(p->b, 0, key, NULL, 1, &len), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_take(p->b, 77777, key, dst, sizeof(dst), &len), DR_ERR_INVALID);
+    dr_mr_work_stats_t w0, w1;
+    dr_mr_work(p->b, &w0);
+    for (int i = 0; i < N; ++i) {
+        const size_t n = i == 0 ? 0 : (size_t)(i * 41) % (MAXB + 1);
+        fill(src[i], MAXB, (unsigned)(300 + i));
+        dr_mr_req_t *s;
+        assert_int_equal(dr_mr_isend(p->a, 1, key + (uint64_t)i, src[i], n, &s), DR_OK);
+        dr_mr_req_free(p->a, s);
+    }
+    /* Every copy retired: b holds all N (acknowledged when they arrived). */
+    assert_int_equal(drain_copies(p), 0);
+    for (int i = N - 1; i >= 0; --i) { /* any order: each is found by its key */
+        const size_t n = i == 0 ? 0 : (size_t)(i * 41) % (MAXB + 1);
+        memset(dst, 0, sizeof(dst));
+        len = 12345;
+        assert_int_equal(dr_mr_take(p->b, 0, key + (uint64_t)i, dst, sizeof(dst), &len), DR_OK);
+        assert_int_equal(len, n);
+        assert_memory_equal(dst, src[i], n);
+        assert_int_equal(dr_mr_take(p->b, 0, key + (uint64_t)i, dst, sizeof(dst), &len),
+                         DR_INPROGRESS); /* taken once */
+    }
+    dr_mr_work(p->b, &w1);
+    assert_int_equal(w1.takes - w0.takes, N);
+
+    /* Larger than the buffer: left where it is, and a posted receive reports it. */
+    dr_mr_req_t *s, *r;
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 100, src[0], 100, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    assert_int_equal(dr_mr_take(p->b, 0, key + 100, dst, 50, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_irecv(p->b, 0, key + 100, dst, 50, &r), DR_OK);
+    dr_status_t ss, rs;
+    finish(p, NULL, r, &ss, &rs, NULL);
+    assert_int_equal(rs, DR_ERR_TRUNCATED);
+    dr_mr_req_free(p->b, r);
+
+    /* Taken while still in flight: the waiter's loop, progress and take until it is here. */
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 101, src[1], 64, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_status_t st = DR_INPROGRESS;
+    for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+        st = dr_mr_take(p->b, 0, key + 101, dst, sizeof(dst), &len);
+    }
+    assert_int_equal(st, DR_OK);
+    assert_int_equal(len, 64);
+    assert_memory_equal(dst, src[1], 64);
+    assert_int_equal(drain_copies(p), 0);
+}
+
+/* dr_mr_config_t.wakeup: without it (the default) dr_mr_wait_event naps (DR_MR_NAP_US) instead
+ * of sleeping until data or its timeout; with it, waits sleep on the planes' descriptors.
+ * Either way messages flow, dr_mr_wait (which sleeps once it has polled a while) included. */
+static void test_wakeup_modes(void **state)
+{
+    (void)state;
+    for (int wakeup = 0; wakeup <= 1; ++wakeup) {
+        pair_wakeup = wakeup;
+        pair_t q;
+        assert_int_equal(pair_open(&q, NULL), 0);
+        pair_wakeup = 0;
+        send_ints(q.a, 0, q.b, 1, 7000, 20, 0);
+        send_ints(q.b, 1, q.a, 0, 7100, 20, 0);
+        dr_mr_req_t *r;
+        int x = 0, y = 42;
+        assert_int_equal(dr_mr_irecv(q.b, 0, 7200, &x, sizeof(x), &r), DR_OK);
+        double t0 = now_s();
+        for (int i = 0; i < 20; ++i) {
+            dr_mr_wait_event(q.b, 0.01); /* nothing comes */
+        }
+        const double idle = now_s() - t0;
+        dr_mr_req_t *s;
+        assert_int_equal(dr_mr_isend(q.a, 1, 7200, &y, sizeof(y), &s), DR_OK);
+        dr_mr_req_free(q.a, s);
+        /* b waits without a's progress: a's copy went out when posted */
+        assert_int_equal(dr_mr_wait(q.b, r, 10, NULL), DR_OK);
+        dr_mr_req_free(q.b, r);
+        assert_int_equal(x, 42);
+        print_message("wakeup %d: 20 waits of 10 ms with nothing to come took %.3f s\n", wakeup,
+                      idle);
+        if (wakeup == 0) {
+            assert_true(idle < 0.1); /* naps: 20 x 50 us, not 20 x 10 ms */
+        }
+        dr_mr_destroy(q.a);
+        dr_mr_destroy(q.b);
+    }
+}
+
 /* One way only (a broadcast's non-root): b owes an acknowledgement for each of a's 150
  * messages and has nothing to carry them on. Once the oldest is due (kAckDelayUs) or 32 are
  * owed, all of them go, packed into kAck messages of up to 15: at most a few messages, not
@@ -488,6 +594,8 @@ int main(void)
         cmocka_unit_test(test_acks_of_uneven_traffic),
         cmocka_unit_test(test_acks_one_way_packed),
         cmocka_unit_test(test_flat_sends),
+        cmocka_unit_test(test_take),
+        cmocka_unit_test(test_wakeup_modes),
         cmocka_unit_test(test_early_small_message_acked),
         cmocka_unit_test(test_idle_peers_not_visited),
         cmocka_unit_test(test_destroy_delivers_copies),
