@@ -7,7 +7,8 @@
  * Progress polls the hot planes in turns (a cold one once per kColdPollUs), then
  * runs what the callbacks deferred, the owed acknowledgements, the control queue,
  * every 2 ms the watchdog and the weights, and re-issues queued segments; waiting
- * spins briefly and then sleeps on the planes' event descriptors.
+ * spins briefly and then naps (DR_MR_NAP_US), or sleeps on the planes' event
+ * descriptors when the contexts were made with UCX's wake-up feature (cfg.wakeup).
  */
 #include <sys/epoll.h>
 #include <time.h>

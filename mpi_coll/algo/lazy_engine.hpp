@@ -294,19 +294,21 @@ template <class T> class LazyEngine {
     }
 
     /* Engine::wait for one receive, without the engine until it has waited
-     * kAbortListenAfter: progress, the idle callback, the clock every kClockEvery polls. */
+     * kAbortListenAfter: progress, the idle callback, the clock every kClockEvery polls. A
+     * deferred receive (req nullptr) is the transport's take() between progress calls, and
+     * is posted when the engine takes over (a message in pieces, too large or not come: the
+     * posted receive's to handle); the message is nearly always a copied send's, whole. */
     dr_status_t wait_recv(size_t slot)
     {
         const Pending &r = rx_[slot];
-        if (r.req == nullptr) {
-            return wait_take(slot);
-        }
+        const bool deferred = r.req == nullptr;
         unsigned polls = 0, spins = 0;
         bool since_set = false;
         std::chrono::steady_clock::time_point since;
         for (;;) {
             size_t got = 0;
-            const dr_status_t st = t_.reap(r.req, &got);
+            const dr_status_t st =
+                deferred ? t_.take(r.peer, r.key, r.buf, r.len, &got) : t_.reap(r.req, &got);
             if (st != DR_INPROGRESS) {
                 pending_ &= ~(1u << slot);
                 if (st == DR_OK && got == r.len) {
@@ -325,51 +327,13 @@ template <class T> class LazyEngine {
                     /* A long wait: the engine's, which listens for the peers' aborts from
                      * now on, as it would have here, and keeps the timeout (its inactivity
                      * span starts now, kAbortListenAfter later than an engine-run call's). */
-                    Engine &e = engine(); /* adopts this receive */
-                    e.listen_now();
-                    return e.wait(slot);
-                }
-            }
-            if (events == 0) {
-                idle_poll(p_, &spins);
-            }
-        }
-    }
-
-    /* wait_recv for a deferred receive: the transport's take() between progress calls, the
-     * receive posted (and the engine built, adopting it) once it has waited
-     * kAbortListenAfter. The message is nearly always a copied send's, whole on arrival. */
-    dr_status_t wait_take(size_t slot)
-    {
-        const Pending &r = rx_[slot];
-        unsigned polls = 0, spins = 0;
-        bool since_set = false;
-        std::chrono::steady_clock::time_point since;
-        for (;;) {
-            size_t got = 0;
-            const dr_status_t st = t_.take(r.peer, r.key, r.buf, r.len, &got);
-            if (st != DR_INPROGRESS) {
-                pending_ &= ~(1u << slot);
-                if (st == DR_OK && got == r.len) {
-                    return DR_OK;
-                }
-                return engine().completed(st, r.peer, r.step, false, got, r.len);
-            }
-            const int events = t_.progress();
-            if ((++polls & (kClockEvery - 1)) == 0) {
-                const auto now = std::chrono::steady_clock::now();
-                if (!since_set) {
-                    since = now;
-                    since_set = true;
-                } else if (std::chrono::duration<double>(now - since).count() >=
-                           kAbortListenAfter) {
-                    /* As wait_recv's long wait, with the receive posted first (a message in
-                     * pieces, too large or not come: the posted receive's to handle). */
-                    const dr_status_t pst = post_deferred(slot);
-                    if (pst != DR_OK) {
-                        return engine().post_failed(pst, r.peer, r.step, false);
+                    if (deferred) {
+                        const dr_status_t pst = post_deferred(slot);
+                        if (pst != DR_OK) {
+                            return engine().post_failed(pst, r.peer, r.step, false);
+                        }
                     }
-                    Engine &e = engine(); /* adopts it */
+                    Engine &e = engine(); /* adopts this receive */
                     e.listen_now();
                     return e.wait(slot);
                 }
