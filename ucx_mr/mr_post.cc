@@ -63,6 +63,19 @@ static dr_status_t req_new(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, 
     return DR_OK;
 }
 
+/* The planes a message of up to capacity bytes from p comes on, marked active at mr->clock
+ * (dr_mr_progress polls them): a small one's on the plane the peer's small messages came on
+ * (Peer::small_rx) and on ours, a longer one's possibly on every plane. */
+static void keep_polled(dr_mr_t *mr, const Peer *p, size_t capacity)
+{
+    const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
+    for (size_t i = 0; i < mr->planes.size(); ++i) {
+        if (small < 0 || (int)i == small || (int)i == p->small_rx) {
+            mr->planes[i]->active_at = mr->clock;
+        }
+    }
+}
+
 /* A request to or from a peer with no plane up fails at once (a receive only once nothing
  * held from that peer completes it). */
 static void fail_if_unreachable(dr_mr_t *mr, Peer *p, Req *r)
@@ -149,12 +162,7 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
              * kColdPollUs): after a pause of more than kHotUs (an application computing
              * between two small allreduces) the message waited that many calls, each a
              * wait for the scheduler on a busy core. */
-            const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
-            for (size_t i = 0; i < mr->planes.size(); ++i) {
-                if (small < 0 || (int)i == small || (int)i == p->small_rx) {
-                    mr->planes[i]->active_at = mr->clock;
-                }
-            }
+            keep_polled(mr, p, capacity);
             if (!p->unexpected.empty()) {
                 mr->recv_match_unexpected(p, r);
             }
@@ -224,11 +232,6 @@ extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void
         mr->clock - mr->planes[(size_t)p->small_rx]->active_at < kHotUs / 2) {
         return DR_INPROGRESS;
     }
-    const int small = capacity > mr->cfg.min_stripe ? -1 : mr->small_plane(p);
-    for (size_t i = 0; i < mr->planes.size(); ++i) {
-        if (small < 0 || (int)i == small || (int)i == p->small_rx) {
-            mr->planes[i]->active_at = mr->clock;
-        }
-    }
+    keep_polled(mr, p, capacity);
     return DR_INPROGRESS;
 }
