@@ -120,7 +120,6 @@ class Net {
     size_t take_max() const { return copy_ ? kTakeMax : 0; }
     size_t messages() const { return messages_.load(); }
     size_t takes() const { return takes_.load(); }
-    size_t recvs_posted() const { return recvs_posted_.load(); }
     size_t data_messages() const { return data_messages_.load(); }
 
     dr_status_t isend(int src, int dst, uint64_t key, const void *buf, size_t len, Req **out)
@@ -229,7 +228,6 @@ class Net {
         std::lock_guard<std::mutex> lk(mu_);
         live_.insert(r);
         *out = r;
-        ++recvs_posted_;
         const char *lo = static_cast<const char *>(buf), *hi = lo + cap;
         auto overlaps = [&](const Req *s) {
             const char *slo = static_cast<const char *>(s->sbuf), *shi = slo + s->len;
@@ -469,7 +467,7 @@ class Net {
     std::set<std::tuple<int, int, uint64_t>> keys_;
     std::vector<std::string> violations_;
     std::deque<std::string> errors_; /* stable storage for last_error pointers */
-    std::atomic<size_t> messages_{0}, data_messages_{0}, takes_{0}, recvs_posted_{0};
+    std::atomic<size_t> messages_{0}, data_messages_{0}, takes_{0};
     std::atomic<bool> copy_{false};
 };
 
