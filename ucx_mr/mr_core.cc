@@ -257,7 +257,9 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     /* WAKEUP only when asked for (dr_mr_config_t.wakeup): it costs every small message. */
-    params.features = UCP_FEATURE_AM | (mr->cfg.wakeup != 0 ? UCP_FEATURE_WAKEUP : 0);
+    /* TAG for flat sends (kFlatTag), AM for everything else. */
+    params.features =
+        UCP_FEATURE_AM | UCP_FEATURE_TAG | (mr->cfg.wakeup != 0 ? UCP_FEATURE_WAKEUP : 0);
     params.name = "dualrail";
     st = ucp_init(&params, config, &pl->context);
     ucp_config_release(config);
@@ -386,7 +388,7 @@ static void mr_teardown(Mr *mr)
         mr->ctrl_flush();
         for (uint64_t end = now_us() + 50000; (mr->clock = now_us()) < end;) {
             for (auto &pl : mr->planes) {
-                ucp_worker_progress(pl->worker);
+                mr->poll(pl.get());
             }
         }
     }
@@ -403,7 +405,7 @@ static void mr_teardown(Mr *mr)
     while (!mr->closing.empty() && (mr->clock = now_us()) < deadline) {
         for (auto &pl : mr->planes) {
             if (pl->worker) {
-                ucp_worker_progress(pl->worker);
+                mr->poll(pl.get());
             }
         }
         mr->reap_closing();

@@ -113,7 +113,7 @@ void Mr::ep_close(Link *l, bool sever)
     if (sever && !l->ep_failed && sever_sockets(l) > 0) {
         /* Let UCX see the failure before the endpoint is destroyed; bounded. */
         for (uint64_t end = now_us() + 200000; !l->ep_failed && (clock = now_us()) < end;) {
-            ucp_worker_progress(planes[l->plane]->worker);
+            poll(planes[l->plane].get());
         }
     }
     ucp_ep_h ep = l->ep;

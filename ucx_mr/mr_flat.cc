@@ -2,7 +2,9 @@
  * ucx_mr's flat sends (FlatSend, mr_internal.hpp): a copied small send that goes straight
  * out on an idle link keeps its copy in its peer's ring instead of a request, its
  * acknowledgement finds it by index, and a plane declared down turns the ring's
- * unacknowledged sends into requests for the general re-routing (mr_health.cc).
+ * unacknowledged sends into requests for the general re-routing (mr_health.cc). A flat
+ * send travels as a UCP tag message (kFlatTag, mr_internal.hpp), taken out of UCP's queue
+ * here and handed to on_am as any data segment.
  */
 #include <cstring>
 
@@ -39,7 +41,7 @@ bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
     f.len = (uint32_t)len;
     f.key = key;
     if (len != 0) {
-        memcpy(f.data, buf, len);
+        memcpy(f.data(), buf, len);
     }
     ++p->flat_live;
     ++work.flat_sends;
@@ -47,7 +49,7 @@ bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
     Op *op = op_get();
     op->flat = &f;
     ++f.ops;
-    post_data(l, op, id, key, len, 0, f.data, len);
+    post_data(l, op, id, key, len, 0, f.data(), len);
     return true;
 }
 
@@ -83,7 +85,7 @@ void Mr::flat_to_reqs(Peer *p)
         r->peer = p->id;
         r->key = f.key;
         r->msg_id = f.msg_id;
-        r->copy.assign(f.data, f.data + f.len);
+        r->copy.assign(f.data(), f.data() + f.len);
         r->buf = r->copy.data();
         r->len = f.len;
         r->copied = true;
@@ -94,6 +96,71 @@ void Mr::flat_to_reqs(Peer *p)
         f.live = false; /* the slot stays held while UCX reads it (ops) */
         --p->flat_live;
     }
+}
+
+static void flat_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
+{
+    (void)req, (void)status, (void)info, (void)arg; /* polled: flat_receive */
+}
+
+/* Flat sends taken per flat_receive call; the rest at the next poll (Plane::flat_more). */
+constexpr unsigned kFlatDrainMax = 256;
+
+void Mr::flat_receive(Plane *pl)
+{
+    pl->flat_more = false;
+    for (unsigned n = 0; n < kFlatDrainMax; ++n) {
+        ucp_tag_recv_info_t info;
+        ucp_tag_message_h m = ucp_tag_probe_nb(pl->worker, kFlatTag, ~(ucp_tag_t)0, 1, &info);
+        if (m == nullptr) {
+            return;
+        }
+        alignas(8) char buf[kFlatWire];
+        ucp_request_param_t rp;
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_RECV_INFO |
+                          UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        rp.cb.recv = flat_recv_cb;
+        rp.recv_info.tag_info = &info;
+        rp.memory_type = UCS_MEMORY_TYPE_HOST;
+        /* One fragment, in UCP's queue already: complete on return (NULL). A longer one is
+         * truncated to the buffer (an error), which no ucx_mr sender makes. */
+        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, sizeof(buf), m, &rp);
+        ucs_status_t st = UCS_OK;
+        if (UCS_PTR_IS_ERR(r)) {
+            st = UCS_PTR_STATUS(r);
+        } else if (r != nullptr) {
+            /* Not whole yet (a multi-fragment message): bounded, then given up. */
+            for (int i = 0; i < 1000 && ucp_request_check_status(r) == UCS_INPROGRESS; ++i) {
+                ucp_worker_progress(pl->worker);
+            }
+            st = ucp_request_check_status(r);
+            if (st == UCS_INPROGRESS) {
+                ucp_request_cancel(pl->worker, r);
+            }
+            ucp_request_free(r);
+        }
+        WireHdr h;
+        const size_t got = info.length;
+        const size_t extra = got >= sizeof(WireHdr) ? got - sizeof(WireHdr) : 0;
+        if (st == UCS_OK && got >= sizeof(WireHdr)) {
+            memcpy(&h, buf, sizeof(h));
+        }
+        if (st != UCS_OK || got < sizeof(WireHdr) || h.type != kData || h.offset != 0 ||
+            h.total > extra || (extra - h.total) % sizeof(uint32_t) != 0 ||
+            (extra - h.total) / sizeof(uint32_t) > kAckList) {
+            log(DR_LOG_INFO, "plane %d (%s): dropped a %zu-byte tag message (%s)", pl->index,
+                pl->device.c_str(), got, st != UCS_OK ? ucs_status_string(st) : "not a flat send");
+            continue;
+        }
+        AckList acks;
+        acks.n = (uint32_t)((extra - h.total) / sizeof(uint32_t));
+        memcpy(acks.id, buf + sizeof(WireHdr) + h.total, sizeof(uint32_t) * acks.n);
+        ucp_am_recv_param_t param;
+        param.recv_attr = 0; /* the bytes are ours, in buf: on_am copies what it keeps */
+        ucs_status_t ret = UCS_OK;
+        on_am(pl, h, acks, buf + sizeof(WireHdr), h.total, &param, &ret);
+    }
+    pl->flat_more = true;
 }
 
 } // namespace mr

@@ -58,7 +58,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
     for (int i = 0, more = 1; i < 64 && more && mr->finished == finished; ++i) {
         more = 0;
         for (size_t k = 0; k < np; ++k) {
-            if (active[k] && ucp_worker_progress(mr->planes[k]->worker) != 0) {
+            if (active[k] && mr->poll(mr->planes[k].get()) != 0) {
                 ++events;
                 more = 1;
             } else {

@@ -156,8 +156,28 @@ void Mr::post_am(Op *op, Link *l, const void *data, uint64_t len)
     param.user_data = op;
     Plane *pl = planes[l->plane].get();
     pl->active_at = clock;
-    ucs_status_ptr_t sp =
-        ucp_am_send_nbx(l->ep, kAmId, &op->hdr, op->header_len(), data, len, &param);
+    post_result(op, pl,
+                ucp_am_send_nbx(l->ep, kAmId, &op->hdr, op->header_len(), data, len, &param));
+}
+
+void Mr::post_flat(Op *op, Link *l, uint64_t len)
+{
+    FlatSend &f = *op->flat;
+    memcpy(f.wire, &op->hdr, sizeof(WireHdr));
+    const size_t acks = sizeof(uint32_t) * op->acks.n;
+    memcpy(f.wire + sizeof(WireHdr) + len, op->acks.id, acks);
+    ucp_request_param_t param;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = send_cb;
+    param.user_data = op;
+    Plane *pl = planes[l->plane].get();
+    pl->active_at = clock;
+    post_result(op, pl,
+                ucp_tag_send_nbx(l->ep, f.wire, sizeof(WireHdr) + len + acks, kFlatTag, &param));
+}
+
+void Mr::post_result(Op *op, Plane *pl, ucs_status_ptr_t sp)
+{
     if (sp == nullptr) {
         on_op_done(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(sp)) {
@@ -230,7 +250,11 @@ void Mr::post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t tota
     Plane *pl = planes[l->plane].get();
     pl->stats.tx_bytes += len;
     ++pl->stats.tx_segments;
-    post_am(op, l, data, len);
+    if (op->flat != nullptr) {
+        post_flat(op, l, len); /* data is the flat send's own wire (kFlatTag) */
+    } else {
+        post_am(op, l, data, len);
+    }
 }
 
 void Mr::on_op_done(Op *op, ucs_status_t status)
@@ -601,7 +625,7 @@ void Mr::drain_copies(uint64_t limit_us)
             return;
         }
         for (auto &pl : planes) {
-            ucp_worker_progress(pl->worker);
+            poll(pl.get());
         }
         ack_flush(true, clock); /* peers draining too wait for ours */
         ctrl_flush();

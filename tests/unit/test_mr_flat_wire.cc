@@ -1,0 +1,270 @@
+/*
+ * A flat send's wire (ucx_mr/mr_internal.hpp, kFlatTag): a whole small copied send travels
+ * as one UCP tag message [WireHdr][data][acknowledged msg_ids], and the receiver takes such
+ * messages out of UCP's queue after each poll (mr_flat.cc, flat_receive).
+ *
+ *   wire       b's flat send to a sits in a's plane worker as a kFlatTag message of
+ *              sizeof(WireHdr) + its length (+ 4 bytes per acknowledgement it carries),
+ *              seen with a non-removing probe before ucx_mr looks; then dr_mr_take has it
+ *   foreign    a raw UCP endpoint to a's plane sends kFlatTag messages that are too short,
+ *              too long for a flat send's buffer, or whose header claims more data than
+ *              they hold: each is dropped; a well-formed one from "process 1" in between
+ *              is taken whole; a and b still exchange afterwards
+ *
+ * Loopback only (UCX_TLS tcp on lo), every wait bounded.
+ */
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "mr_internal.hpp"
+
+using dualrail::mr::AckList;
+using dualrail::mr::kData;
+using dualrail::mr::kFlatTag;
+using dualrail::mr::kFlatWire;
+using dualrail::mr::kWireVersion;
+using dualrail::mr::Mr;
+using dualrail::mr::WireHdr;
+
+namespace {
+
+int g_fail = 0;
+
+#define CHECK(cond, what)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ++g_fail;                                                                              \
+            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, what);                             \
+        }                                                                                          \
+    } while (0)
+
+double now_s()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int pair_open(dr_mr_t **a, dr_mr_t **b)
+{
+    dr_mr_config_t cfg;
+    dr_mr_config_default(&cfg);
+    cfg.planes = "lo";
+    cfg.transports = "tcp";
+    cfg.segment_size = 64 * 1024;
+    char err[256];
+    if (dr_mr_create(&cfg, 0, a, err, sizeof(err)) != DR_OK ||
+        dr_mr_create(&cfg, 1, b, err, sizeof(err)) != DR_OK) {
+        std::printf("create: %s\n", err);
+        return -1;
+    }
+    const void *addr;
+    size_t len;
+    dr_mr_address(*a, &addr, &len);
+    if (dr_mr_add_peer(*b, 0, addr, len, err, sizeof(err)) != DR_OK) {
+        return -1;
+    }
+    dr_mr_address(*b, &addr, &len);
+    return dr_mr_add_peer(*a, 1, addr, len, err, sizeof(err)) == DR_OK ? 0 : -1;
+}
+
+/* Progress both until src's message under key is taken by dst (10 s at most). */
+dr_status_t take(dr_mr_t *dst, dr_mr_t *src, uint32_t from, uint64_t key, void *buf, size_t cap,
+                 size_t *len)
+{
+    dr_status_t st = DR_INPROGRESS;
+    for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
+        if (src != nullptr) {
+            dr_mr_progress(src);
+        }
+        dr_mr_progress(dst);
+        st = dr_mr_take(dst, from, key, buf, cap, len);
+    }
+    return st;
+}
+
+void send(dr_mr_t *from, uint32_t to, uint64_t key, const void *buf, size_t len)
+{
+    dr_mr_req_t *s = nullptr;
+    CHECK(dr_mr_isend(from, to, key, buf, len, &s) == DR_OK, "isend");
+    if (s != nullptr) {
+        dr_mr_req_free(from, s);
+    }
+}
+
+void test_wire(dr_mr_t *a, dr_mr_t *b)
+{
+    Mr *ma = a;
+    ucp_worker_h w = ma->planes[0]->worker;
+    /* A first message each way makes the endpoints (a send without one takes the general
+     * path); the next one goes straight out, flat. */
+    char got[64] = {};
+    size_t len = 0;
+    const char hello[6] = "hello";
+    send(b, 0, 7000, hello, sizeof(hello));
+    send(a, 1, 7000, hello, sizeof(hello));
+    CHECK(take(a, b, 1, 7000, got, sizeof(got), &len) == DR_OK, "first message b to a");
+    CHECK(take(b, a, 0, 7000, got, sizeof(got), &len) == DR_OK, "first message a to b");
+    const char msg[24] = "flat send, tag message";
+    send(b, 0, 7001, msg, sizeof(msg));
+    /* Only UCX runs on a's side here: ucx_mr has not looked, so the message is still in
+     * UCP's queue, where a non-removing probe sees it. */
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h m = nullptr;
+    for (double end = now_s() + 10; m == nullptr && now_s() < end;) {
+        dr_mr_progress(b);
+        ucp_worker_progress(w);
+        m = ucp_tag_probe_nb(w, kFlatTag, ~(ucp_tag_t)0, 0, &info);
+    }
+    CHECK(m != nullptr, "b's flat send is a kFlatTag message in a's worker");
+    if (m != nullptr) {
+        const size_t extra = info.length - sizeof(WireHdr) - sizeof(msg);
+        CHECK(info.length >= sizeof(WireHdr) + sizeof(msg) && extra % 4 == 0 &&
+                  extra / 4 <= dualrail::mr::kAckList,
+              "its length is the header, the data and whole acknowledgements");
+    }
+    CHECK(take(a, b, 1, 7001, got, sizeof(got), &len) == DR_OK, "then taken");
+    CHECK(len == sizeof(msg) && std::memcmp(got, msg, sizeof(msg)) == 0, "whole and exact");
+}
+
+/* A tag message from the raw endpoint; a progresses too (the endpoint's wire-up needs it). */
+void raw_send(dr_mr_t *a, ucp_worker_h w, ucp_ep_h ep, const void *buf, size_t len)
+{
+    ucp_request_param_t sp;
+    sp.op_attr_mask = 0;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, kFlatTag, &sp);
+    CHECK(!UCS_PTR_IS_ERR(r), "raw tag send");
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+        for (double end = now_s() + 10;
+             ucp_request_check_status(r) == UCS_INPROGRESS && now_s() < end;) {
+            ucp_worker_progress(w);
+            dr_mr_progress(a);
+        }
+        CHECK(ucp_request_check_status(r) == UCS_OK, "raw tag send completes");
+        ucp_request_free(r);
+    }
+}
+
+void test_foreign(dr_mr_t *a, dr_mr_t *b)
+{
+    Mr *ma = a;
+    ucp_params_t params;
+    std::memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucp_config_t *config = nullptr;
+    ucp_context_h ctx = nullptr;
+    ucp_worker_h w = nullptr;
+    ucp_ep_h ep = nullptr;
+    CHECK(ucp_config_read(nullptr, nullptr, &config) == UCS_OK, "ucp_config_read");
+    ucp_config_modify(config, "NET_DEVICES", "lo");
+    ucp_config_modify(config, "TLS", "tcp");
+    CHECK(ucp_init(&params, config, &ctx) == UCS_OK, "ucp_init");
+    ucp_config_release(config);
+    ucp_worker_params_t wp;
+    std::memset(&wp, 0, sizeof(wp));
+    CHECK(ctx != nullptr && ucp_worker_create(ctx, &wp, &w) == UCS_OK, "ucp_worker_create");
+    ucp_ep_params_t ep_params;
+    std::memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep_params.address = ma->planes[0]->address;
+    CHECK(w != nullptr && ucp_ep_create(w, &ep_params, &ep) == UCS_OK, "ucp_ep_create");
+    if (ep == nullptr) {
+        return;
+    }
+    dr_mr_plane_stats_t before{}, after{};
+    dr_mr_plane_stats(a, 0, &before);
+
+    /* a message of process 1 (b's id), as ucx_mr would frame it */
+    auto frame = [](uint32_t msg_id, uint64_t key, uint64_t total, const void *data, size_t n,
+                    uint32_t acks) {
+        std::vector<char> f(sizeof(WireHdr) + n + 4 * acks, 0);
+        WireHdr h{kData, 0, kWireVersion, 1, msg_id, 0, key, total, 0};
+        std::memcpy(f.data(), &h, sizeof(h));
+        std::memcpy(f.data() + sizeof(h), data, n);
+        return f;
+    };
+    const char good[16] = "well-formed one";
+    const char junk[10] = "too short";
+    std::vector<char> huge(kFlatWire + 100, 'x');
+    std::vector<char> lying = frame(4000001, 8101, 200, good, sizeof(good), 0);
+    std::vector<char> odd = frame(4000002, 8102, sizeof(good), good, sizeof(good), 0);
+    odd.push_back(0); /* 1 byte past the data: not a whole acknowledgement */
+    std::vector<char> ok = frame(4000003, 8103, sizeof(good), good, sizeof(good), 1);
+    raw_send(a, w, ep, junk, sizeof(junk));
+    raw_send(a, w, ep, huge.data(), huge.size());
+    raw_send(a, w, ep, lying.data(), lying.size());
+    raw_send(a, w, ep, odd.data(), odd.size());
+    raw_send(a, w, ep, ok.data(), ok.size());
+
+    char got[64] = {};
+    size_t len = 0;
+    dr_status_t st = DR_INPROGRESS;
+    for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
+        ucp_worker_progress(w);
+        dr_mr_progress(a);
+        st = dr_mr_take(a, 1, 8103, got, sizeof(got), &len);
+    }
+    CHECK(st == DR_OK && len == sizeof(good) && std::memcmp(got, good, sizeof(good)) == 0,
+          "the well-formed message is taken whole");
+    for (int i = 0; i < 100; ++i) { /* anything still on its way is in by now */
+        ucp_worker_progress(w);
+        dr_mr_progress(a);
+    }
+    CHECK(dr_mr_take(a, 1, 8101, got, sizeof(got), &len) == DR_INPROGRESS,
+          "a header claiming more data than came is dropped");
+    CHECK(dr_mr_take(a, 1, 8102, got, sizeof(got), &len) == DR_INPROGRESS,
+          "a part of an acknowledgement is dropped");
+    dr_mr_plane_stats(a, 0, &after);
+    CHECK(after.rx_segments - before.rx_segments == 1,
+          "one data segment arrived, the rest dropped");
+
+    ucp_request_param_t cp;
+    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t c = ucp_ep_close_nbx(ep, &cp);
+    if (c != nullptr && !UCS_PTR_IS_ERR(c)) {
+        for (double end = now_s() + 5;
+             ucp_request_check_status(c) == UCS_INPROGRESS && now_s() < end;) {
+            ucp_worker_progress(w);
+        }
+        ucp_request_free(c);
+    }
+    ucp_worker_destroy(w);
+    ucp_cleanup(ctx);
+
+    /* a and b are unharmed: one more message each way */
+    const char ping[6] = "after";
+    send(b, 0, 8201, ping, sizeof(ping));
+    send(a, 1, 8202, ping, sizeof(ping));
+    CHECK(take(a, b, 1, 8201, got, sizeof(got), &len) == DR_OK && len == sizeof(ping),
+          "b to a after the foreign messages");
+    CHECK(take(b, a, 0, 8202, got, sizeof(got), &len) == DR_OK && len == sizeof(ping),
+          "a to b after the foreign messages");
+}
+
+} // namespace
+
+int main()
+{
+    dr_mr_t *a = nullptr, *b = nullptr;
+    if (pair_open(&a, &b) != 0) {
+        std::printf("FAIL: cannot open a pair of contexts on loopback\n");
+        return 1;
+    }
+    test_wire(a, b);
+    test_foreign(a, b);
+    dr_mr_destroy(a);
+    dr_mr_destroy(b);
+    if (g_fail != 0) {
+        std::printf("%d check(s) failed\n", g_fail);
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
+}
