@@ -257,7 +257,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     /* WAKEUP only when asked for (dr_mr_config_t.wakeup): it costs every small message. */
-    /* TAG for flat sends (kFlatTag), AM for everything else. */
+    /* TAG for whole small messages (kWholeTag), AM for everything else. */
     params.features =
         UCP_FEATURE_AM | UCP_FEATURE_TAG | (mr->cfg.wakeup != 0 ? UCP_FEATURE_WAKEUP : 0);
     params.name = "dualrail";

@@ -3,8 +3,9 @@
  * out on an idle link keeps its copy in its peer's ring instead of a request, its
  * acknowledgement finds it by index, and a plane declared down turns the ring's
  * unacknowledged sends into requests for the general re-routing (mr_health.cc). A flat
- * send travels as a UCP tag message (kFlatTag, mr_internal.hpp), taken out of UCP's queue
- * here and handed to on_am as any data segment.
+ * send, as any whole message of up to kTagWholeMax bytes, travels as a UCP tag message
+ * (kWholeTag, mr_internal.hpp); tag_receive takes them out of UCP's queue and hands them to
+ * on_am as any data segment.
  */
 #include <cstring>
 
@@ -100,22 +101,22 @@ void Mr::flat_to_reqs(Peer *p)
 
 static void flat_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
 {
-    (void)req, (void)status, (void)info, (void)arg; /* polled: flat_receive */
+    (void)req, (void)status, (void)info, (void)arg; /* polled: tag_receive */
 }
 
-/* Flat sends taken per flat_receive call; the rest at the next poll (Plane::flat_more). */
+/* Messages taken per tag_receive call; the rest at the next poll (Plane::tag_more). */
 constexpr unsigned kFlatDrainMax = 256;
 
-void Mr::flat_receive(Plane *pl)
+void Mr::tag_receive(Plane *pl)
 {
-    pl->flat_more = false;
+    pl->tag_more = false;
     for (unsigned n = 0; n < kFlatDrainMax; ++n) {
         ucp_tag_recv_info_t info;
-        ucp_tag_message_h m = ucp_tag_probe_nb(pl->worker, kFlatTag, ~(ucp_tag_t)0, 1, &info);
+        ucp_tag_message_h m = ucp_tag_probe_nb(pl->worker, kWholeTag, ~(ucp_tag_t)0, 1, &info);
         if (m == nullptr) {
             return;
         }
-        alignas(8) char buf[kFlatWire];
+        alignas(8) char buf[kTagWireMax];
         ucp_request_param_t rp;
         rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_RECV_INFO |
                           UCP_OP_ATTR_FIELD_MEMORY_TYPE;
@@ -123,7 +124,7 @@ void Mr::flat_receive(Plane *pl)
         rp.recv_info.tag_info = &info;
         rp.memory_type = UCS_MEMORY_TYPE_HOST;
         /* One fragment, in UCP's queue already: complete on return (NULL). A longer one is
-         * truncated to the buffer (an error), which no ucx_mr sender makes. */
+         * truncated to the buffer (an error), which no ucx_mr sender makes (kTagWireMax). */
         ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, sizeof(buf), m, &rp);
         ucs_status_t st = UCS_OK;
         if (UCS_PTR_IS_ERR(r)) {
@@ -149,7 +150,8 @@ void Mr::flat_receive(Plane *pl)
             h.total > extra || (extra - h.total) % sizeof(uint32_t) != 0 ||
             (extra - h.total) / sizeof(uint32_t) > kAckList) {
             log(DR_LOG_INFO, "plane %d (%s): dropped a %zu-byte tag message (%s)", pl->index,
-                pl->device.c_str(), got, st != UCS_OK ? ucs_status_string(st) : "not a flat send");
+                pl->device.c_str(), got,
+                st != UCS_OK ? ucs_status_string(st) : "not a whole message");
             continue;
         }
         AckList acks;
@@ -160,7 +162,7 @@ void Mr::flat_receive(Plane *pl)
         ucs_status_t ret = UCS_OK;
         on_am(pl, h, acks, buf + sizeof(WireHdr), h.total, &param, &ret);
     }
-    pl->flat_more = true;
+    pl->tag_more = true;
 }
 
 } // namespace mr

@@ -31,8 +31,8 @@ namespace mr {
 constexpr unsigned kAmId = 0x1d;
 constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
 /* 2: kData carries a piggybacked acknowledgement in aux; 3: a kData or kAck header may be
- * followed by up to kAckList more acknowledged msg_ids (AckList); 4: a flat send's kData
- * travels as a UCP tag message (kFlatTag, FlatSend::wire) */
+ * followed by up to kAckList more acknowledged msg_ids (AckList); 4: a whole message of up
+ * to kTagWholeMax bytes travels as a UCP tag message (kWholeTag) */
 constexpr uint16_t kWireVersion = 4;
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
@@ -113,7 +113,7 @@ struct Plane {
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
-    bool flat_more = false;      /* flat_receive stopped at its bound: probe at the next poll */
+    bool tag_more = false;       /* tag_receive stopped at its bound: probe at the next poll */
 };
 
 /* Small messages travel on one plane (Mr::small_plane), so with only small messages in
@@ -232,21 +232,28 @@ constexpr uint32_t kFlatSlots = 16;
 constexpr size_t kFlatBytes = 256;
 
 /*
- * A flat send travels as one UCP tag message (tag kFlatTag), not as an active message:
+ * A data segment that is a whole message of up to kTagWholeMax bytes travels as one UCP tag
+ * message (tag kWholeTag), not as an active message:
  *
  *   [WireHdr][data: WireHdr::total bytes][acknowledged msg_ids: 4 bytes each, up to kAckList]
  *
- * UCX 1.13 sends every active message through its TCP transport's gather path
- * (uct_ep_am_short_iov: an iovec and a sendmsg system call), a tag message of this size as
- * one packed buffer through send(): raw UCP measured 4.45 against 4.24 us per 8-byte
- * exchange on the lab (5 interleaved runs; docs/small-messages.md, Round 18). The receiver
- * takes them out of UCP's unexpected queue after each poll of a plane that had events
- * (Mr::poll, flat_receive) and hands them to on_am as any data segment: the duplicate
- * filter, acknowledgements and re-routing see no difference. Control messages and every
- * other data segment stay active messages.
+ * UCX sends every active message through its TCP transport's gather path
+ * (uct_ep_am_short_iov: an iovec and a sendmsg system call), a tag message of up to its
+ * UCX_TCP_SENDV_THRESH (2 KiB by default, kTagWireMax) as one packed buffer through send():
+ * raw UCP measured 4.45 against 4.24 us per 8-byte exchange on the lab (5 interleaved runs;
+ * docs/small-messages.md, Round 18). A flat send's message is laid out so in its slot
+ * (FlatSend::wire, post_flat); any other is packed into Mr::tag_out and sent only if UCX
+ * takes it at once (post_whole), else as an active message. The receiver takes them out of
+ * UCP's unexpected queue after each poll of a plane that had events (Mr::poll, tag_receive)
+ * and hands them to on_am as any data segment: the duplicate filter, acknowledgements and
+ * re-routing see no difference. Control messages and the segments of larger messages stay
+ * active messages.
  */
-constexpr ucp_tag_t kFlatTag = 0x4452464c41540000ull; /* "DRFLAT" */
+constexpr ucp_tag_t kWholeTag = 0x4452574845000000ull; /* "DRWHE" */
+constexpr size_t kTagWireMax = 2048;
+constexpr size_t kTagWholeMax = kTagWireMax - sizeof(WireHdr) - sizeof(uint32_t) * kAckList;
 constexpr size_t kFlatWire = sizeof(WireHdr) + kFlatBytes + sizeof(uint32_t) * kAckList;
+static_assert(kFlatWire <= kTagWireMax, "a flat send is a whole message that travels tagged");
 
 struct FlatSend {
     uint32_t msg_id = 0;
@@ -395,6 +402,7 @@ struct Mr {
     std::vector<std::unique_ptr<Op>> ops;
     std::vector<Op *> free_ops;
     std::vector<Ctrl> ctrl;
+    alignas(8) char tag_out[kTagWireMax]; /* post_whole's message, while UCX sends it */
     std::vector<void *> closing;  /* endpoint close requests still running */
     uint32_t owed_total = 0;      /* acknowledgements owed, all peers */
     uint32_t pings_out = 0;       /* links with Link::ping_out set, all peers (set_ping_out) */
@@ -502,18 +510,21 @@ struct Mr {
     /* op's header (post_data's) and acknowledgements into its flat send's wire, sent as a tag
      * message of len bytes of data. */
     void post_flat(Op *op, Link *l, uint64_t len);
-    /* ucp_worker_progress of pl's worker, then the flat sends that came (flat_receive):
+    /* ucp_worker_progress of pl's worker, then the whole messages that came (tag_receive):
      * every poll of a worker goes through here, so none waits in UCP's queue. */
     unsigned poll(Plane *pl)
     {
         const unsigned n = ucp_worker_progress(pl->worker);
-        if (n != 0 || pl->flat_more) {
-            flat_receive(pl);
+        if (n != 0 || pl->tag_more) {
+            tag_receive(pl);
         }
         return n;
     }
-    /* The flat sends UCP holds for pl, through on_am. */
-    void flat_receive(Plane *pl);
+    /* The whole messages (kWholeTag) UCP holds for pl, through on_am. */
+    void tag_receive(Plane *pl);
+    /* A whole message's segment of len <= kTagWholeMax bytes (post_data's op) as a tag
+     * message through tag_out, if UCX sends it at once; false: nothing was sent. */
+    bool post_whole(Op *op, Link *l, const char *data, uint64_t len);
     /* p's unacknowledged flat sends as copied, released Reqs in p->sends. */
     void flat_to_reqs(Peer *p);
     /* The acknowledgement of msg_id for a flat send of p: false when none is waiting (the

@@ -173,7 +173,27 @@ void Mr::post_flat(Op *op, Link *l, uint64_t len)
     Plane *pl = planes[l->plane].get();
     pl->active_at = clock;
     post_result(op, pl,
-                ucp_tag_send_nbx(l->ep, f.wire, sizeof(WireHdr) + len + acks, kFlatTag, &param));
+                ucp_tag_send_nbx(l->ep, f.wire, sizeof(WireHdr) + len + acks, kWholeTag, &param));
+}
+
+bool Mr::post_whole(Op *op, Link *l, const char *data, uint64_t len)
+{
+    const size_t acks = sizeof(uint32_t) * op->acks.n;
+    memcpy(tag_out, &op->hdr, sizeof(WireHdr));
+    memcpy(tag_out + sizeof(WireHdr), data, len);
+    memcpy(tag_out + sizeof(WireHdr) + len, op->acks.id, acks);
+    /* At once or not at all: tag_out is reused by the next send. */
+    ucp_request_param_t param;
+    param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    ucs_status_ptr_t sp =
+        ucp_tag_send_nbx(l->ep, tag_out, sizeof(WireHdr) + len + acks, kWholeTag, &param);
+    if (UCS_PTR_IS_ERR(sp) && UCS_PTR_STATUS(sp) == UCS_ERR_NO_RESOURCE) {
+        return false;
+    }
+    Plane *pl = planes[l->plane].get();
+    pl->active_at = clock;
+    post_result(op, pl, sp);
+    return true;
 }
 
 void Mr::post_result(Op *op, Plane *pl, ucs_status_ptr_t sp)
@@ -251,8 +271,8 @@ void Mr::post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t tota
     pl->stats.tx_bytes += len;
     ++pl->stats.tx_segments;
     if (op->flat != nullptr) {
-        post_flat(op, l, len); /* data is the flat send's own wire (kFlatTag) */
-    } else {
+        post_flat(op, l, len); /* data is the flat send's own wire (kWholeTag) */
+    } else if (offset != 0 || len != total || len > kTagWholeMax || !post_whole(op, l, data, len)) {
         post_am(op, l, data, len);
     }
 }

@@ -70,8 +70,8 @@ target_include_directories(test_mr_health_rules PRIVATE ${PROJECT_SOURCE_DIR}/uc
 add_test(NAME unit_mr_health_rules COMMAND test_mr_health_rules)
 set_tests_properties(unit_mr_health_rules PROPERTIES TIMEOUT 60 LABELS unit)
 
-# A flat send's wire: one UCP tag message (ucx_mr/mr_internal.hpp, kFlatTag); foreign or
-# malformed ones dropped (mr_flat.cc, flat_receive). Reads the context's planes directly.
+# A flat send's wire: one UCP tag message (ucx_mr/mr_internal.hpp, kWholeTag); foreign or
+# malformed ones dropped (mr_flat.cc, tag_receive). Reads the context's planes directly.
 add_executable(test_mr_flat_wire ${CMAKE_CURRENT_LIST_DIR}/test_mr_flat_wire.cc)
 target_include_directories(test_mr_flat_wire PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
 target_link_libraries(test_mr_flat_wire PRIVATE dualrail_ucx_mr PkgConfig::UCX)

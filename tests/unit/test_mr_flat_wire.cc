@@ -1,12 +1,15 @@
 /*
- * A flat send's wire (ucx_mr/mr_internal.hpp, kFlatTag): a whole small copied send travels
- * as one UCP tag message [WireHdr][data][acknowledged msg_ids], and the receiver takes such
- * messages out of UCP's queue after each poll (mr_flat.cc, flat_receive).
+ * A whole small message's wire (ucx_mr/mr_internal.hpp, kWholeTag): a whole message of up
+ * to kTagWholeMax bytes travels as one UCP tag message [WireHdr][data][acknowledged
+ * msg_ids], and the receiver takes such messages out of UCP's queue after each poll
+ * (mr_flat.cc, tag_receive).
  *
- *   wire       b's flat send to a sits in a's plane worker as a kFlatTag message of
+ *   wire       b's flat send to a sits in a's plane worker as a kWholeTag message of
  *              sizeof(WireHdr) + its length (+ 4 bytes per acknowledgement it carries),
- *              seen with a non-removing probe before ucx_mr looks; then dr_mr_take has it
- *   foreign    a raw UCP endpoint to a's plane sends kFlatTag messages that are too short,
+ *              seen with a non-removing probe before ucx_mr looks; then dr_mr_take has it;
+ *              a 1000-byte whole message (the general path) is such a message too, one
+ *              past kTagWholeMax an active message; both received whole
+ *   foreign    a raw UCP endpoint to a's plane sends kWholeTag messages that are too short,
  *              too long for a flat send's buffer, or whose header claims more data than
  *              they hold: each is dropped; a well-formed one from "process 1" in between
  *              is taken whole; a and b still exchange afterwards
@@ -25,8 +28,7 @@
 
 using dualrail::mr::AckList;
 using dualrail::mr::kData;
-using dualrail::mr::kFlatTag;
-using dualrail::mr::kFlatWire;
+using dualrail::mr::kWholeTag;
 using dualrail::mr::kWireVersion;
 using dualrail::mr::Mr;
 using dualrail::mr::WireHdr;
@@ -97,39 +99,79 @@ void send(dr_mr_t *from, uint32_t to, uint64_t key, const void *buf, size_t len)
     }
 }
 
-void test_wire(dr_mr_t *a, dr_mr_t *b)
+/* Progress b and a's worker alone (ucx_mr on a's side does not look) until a kWholeTag
+ * message is in a's worker, seen by a non-removing probe; its length, or 0 if none came in
+ * `wait` seconds. */
+size_t tagged_len(dr_mr_t *a, dr_mr_t *b, double wait)
 {
     Mr *ma = a;
     ucp_worker_h w = ma->planes[0]->worker;
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h m = nullptr;
+    for (double end = now_s() + wait; m == nullptr && now_s() < end;) {
+        dr_mr_progress(b);
+        ucp_worker_progress(w);
+        m = ucp_tag_probe_nb(w, kWholeTag, ~(ucp_tag_t)0, 0, &info);
+    }
+    return m != nullptr ? info.length : 0;
+}
+
+/* A message's length on the wire is the header, the data and whole acknowledgements. */
+bool framed(size_t wire, size_t len)
+{
+    return wire >= sizeof(WireHdr) + len && (wire - sizeof(WireHdr) - len) % 4 == 0 &&
+           (wire - sizeof(WireHdr) - len) / 4 <= dualrail::mr::kAckList;
+}
+
+void test_wire(dr_mr_t *a, dr_mr_t *b)
+{
     /* A first message each way makes the endpoints (a send without one takes the general
-     * path); the next one goes straight out, flat. */
-    char got[64] = {};
+     * path and waits for it); the next ones go straight out. */
+    static char got[4096], big[4096];
     size_t len = 0;
     const char hello[6] = "hello";
     send(b, 0, 7000, hello, sizeof(hello));
     send(a, 1, 7000, hello, sizeof(hello));
     CHECK(take(a, b, 1, 7000, got, sizeof(got), &len) == DR_OK, "first message b to a");
     CHECK(take(b, a, 0, 7000, got, sizeof(got), &len) == DR_OK, "first message a to b");
+
+    /* a flat send (up to 256 bytes) */
     const char msg[24] = "flat send, tag message";
     send(b, 0, 7001, msg, sizeof(msg));
-    /* Only UCX runs on a's side here: ucx_mr has not looked, so the message is still in
-     * UCP's queue, where a non-removing probe sees it. */
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h m = nullptr;
-    for (double end = now_s() + 10; m == nullptr && now_s() < end;) {
-        dr_mr_progress(b);
-        ucp_worker_progress(w);
-        m = ucp_tag_probe_nb(w, kFlatTag, ~(ucp_tag_t)0, 0, &info);
-    }
-    CHECK(m != nullptr, "b's flat send is a kFlatTag message in a's worker");
-    if (m != nullptr) {
-        const size_t extra = info.length - sizeof(WireHdr) - sizeof(msg);
-        CHECK(info.length >= sizeof(WireHdr) + sizeof(msg) && extra % 4 == 0 &&
-                  extra / 4 <= dualrail::mr::kAckList,
-              "its length is the header, the data and whole acknowledgements");
-    }
+    const size_t wire = tagged_len(a, b, 10);
+    CHECK(wire != 0, "b's flat send is a kWholeTag message in a's worker");
+    CHECK(wire == 0 || framed(wire, sizeof(msg)), "framed as header, data, acknowledgements");
     CHECK(take(a, b, 1, 7001, got, sizeof(got), &len) == DR_OK, "then taken");
     CHECK(len == sizeof(msg) && std::memcmp(got, msg, sizeof(msg)) == 0, "whole and exact");
+
+    /* a whole message past a flat send's size, up to kTagWholeMax: tagged too, and one
+     * beyond it an active message, which never shows in UCP's tag queue */
+    for (size_t i = 0; i < sizeof(big); ++i) {
+        big[i] = (char)(i * 7 + 3);
+    }
+    const size_t sizes[2] = {1000, dualrail::mr::kTagWholeMax + 1};
+    for (int k = 0; k < 2; ++k) {
+        const size_t n = sizes[k];
+        dr_mr_req_t *r = nullptr;
+        CHECK(dr_mr_irecv(a, 1, 7100 + (uint64_t)k, got, sizeof(got), &r) == DR_OK, "irecv");
+        send(b, 0, 7100 + (uint64_t)k, big, n);
+        const size_t tw = tagged_len(a, b, k == 0 ? 10 : 0.5);
+        if (k == 0) {
+            CHECK(tw != 0 && framed(tw, n), "a 1000-byte whole message is a kWholeTag message");
+        } else {
+            CHECK(tw == 0, "a message past kTagWholeMax is not a tag message");
+        }
+        dr_status_t st = DR_INPROGRESS;
+        for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
+            dr_mr_progress(b);
+            dr_mr_progress(a);
+            st = dr_mr_test(a, r, &len);
+        }
+        CHECK(st == DR_OK && len == n && std::memcmp(got, big, n) == 0, "received whole");
+        if (r != nullptr && st != DR_INPROGRESS) {
+            dr_mr_req_free(a, r);
+        }
+    }
 }
 
 /* A tag message from the raw endpoint; a progresses too (the endpoint's wire-up needs it). */
@@ -137,7 +179,7 @@ void raw_send(dr_mr_t *a, ucp_worker_h w, ucp_ep_h ep, const void *buf, size_t l
 {
     ucp_request_param_t sp;
     sp.op_attr_mask = 0;
-    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, kFlatTag, &sp);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, kWholeTag, &sp);
     CHECK(!UCS_PTR_IS_ERR(r), "raw tag send");
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
         for (double end = now_s() + 10;
@@ -191,7 +233,7 @@ void test_foreign(dr_mr_t *a, dr_mr_t *b)
     };
     const char good[16] = "well-formed one";
     const char junk[10] = "too short";
-    std::vector<char> huge(kFlatWire + 100, 'x');
+    std::vector<char> huge(dualrail::mr::kTagWireMax + 100, 'x');
     std::vector<char> lying = frame(4000001, 8101, 200, good, sizeof(good), 0);
     std::vector<char> odd = frame(4000002, 8102, sizeof(good), good, sizeof(good), 0);
     odd.push_back(0); /* 1 byte past the data: not a whole acknowledgement */
