@@ -15,9 +15,11 @@
 # nearly always there when rank 0 looks; what is left of waiting is split off:
 #   total      PMPI_Allreduce inclusive, per call
 #   progress   the pollers inclusive (dr_mr_progress, opal_progress), per call
-#   handlers   the message handlers inclusive (ucp_am_handler: ours; ucp_eager_only_handler:
-#              pml ucx's tag path; mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match:
-#              ob1's, whose libevent callback has no symbol), per call
+#   handlers   the message handlers inclusive (ucp_am_handler: ours for active messages;
+#              ucp_eager_only_handler: UCP's tag path, pml ucx's and ours for whole small
+#              messages, which ucx_mr then takes out of UCP's queue in Mr::tag_receive, counted
+#              too; mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match: ob1's,
+#              whose libevent callback has no symbol), per call
 #   work       total - progress + handlers: a call's own instructions without its polls
 # --functions N: after the table, each configuration's N largest self costs per call by
 # function (code inlined into a function counts as that function's, whichever file it came
@@ -43,7 +45,7 @@ while [ $# -gt 0 ]; do
     --baseline-build) baseline=${2:?}; shift ;;
     --functions) functions=${2:?}; shift ;;
     --coll) coll=${2:?}; shift ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "instr_count.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -130,8 +132,8 @@ import re, subprocess, sys
 work, calls, size, top, fn, names = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
                                      int(sys.argv[4]), sys.argv[5], sys.argv[6:])
 POLL = ("dr_mr_progress", "opal_progress")
-HANDLERS = ("ucp_am_handler", "ucp_eager_only_handler", "mca_btl_tcp_frag_recv",
-            "mca_pml_ob1_recv_frag_callback_match")
+HANDLERS = ("ucp_am_handler", "ucp_eager_only_handler", "dualrail::mr::Mr::tag_receive",
+            "mca_btl_tcp_frag_recv", "mca_pml_ob1_recv_frag_callback_match")
 
 def name_of(entry):
     """'FILE:[RET ]NAME(ARGS) [OBJ]' -> NAME: template functions come with their return type
