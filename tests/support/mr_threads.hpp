@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 
+#include "loopback_config.h"
 #include "dualrail/ucx_mr.h"
 
 namespace dualrail {
@@ -36,10 +37,7 @@ inline int world_setup(void **state, uint32_t id_base, uint32_t id_step)
 {
     MrWorld *w = new MrWorld;
     dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.segment_size = 64 * 1024;
+    dr_test_loopback_config(&cfg);
     char err[256];
     for (int r = 0; r < kWorldRanks; ++r) {
         w->ids[r] = id_base + id_step * (uint32_t)(kWorldRanks - r);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "../support/loopback_config.h"
 #include "dualrail/ucx_mr.h"
 
 typedef struct pair {
@@ -35,11 +36,8 @@ static inline int pair_open(pair_t *p, const char *weights)
 {
     p->a = p->b = NULL;
     dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
+    dr_test_loopback_config(&cfg);
     cfg.wakeup = pair_wakeup;
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.segment_size = 64 * 1024;
     if (weights != NULL) {
         cfg.weights = weights;
     }

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/loopback_config.h"
 #include "dr_coll_nb.h"
 
 namespace {
@@ -460,10 +461,7 @@ void test_order_across_threads()
 int main()
 {
     dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.segment_size = 64 * 1024;
+    dr_test_loopback_config(&cfg);
     char err[256];
     for (int r = 0; r < kRanks; ++r) {
         g_ids[r] = 40 + (uint32_t)r * 3;

@@ -24,6 +24,8 @@
 #include <ctime>
 #include <vector>
 
+#include "../support/check.hpp"
+#include "../support/loopback_config.h"
 #include "mr_internal.hpp"
 
 using dualrail::mr::AckList;
@@ -35,16 +37,6 @@ using dualrail::mr::WireHdr;
 
 namespace {
 
-int g_fail = 0;
-
-#define CHECK(cond, what)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            ++g_fail;                                                                              \
-            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, what);                             \
-        }                                                                                          \
-    } while (0)
-
 double now_s()
 {
     timespec ts;
@@ -55,10 +47,7 @@ double now_s()
 int pair_open(dr_mr_t **a, dr_mr_t **b)
 {
     dr_mr_config_t cfg;
-    dr_mr_config_default(&cfg);
-    cfg.planes = "lo";
-    cfg.transports = "tcp";
-    cfg.segment_size = 64 * 1024;
+    dr_test_loopback_config(&cfg);
     char err[256];
     if (dr_mr_create(&cfg, 0, a, err, sizeof(err)) != DR_OK ||
         dr_mr_create(&cfg, 1, b, err, sizeof(err)) != DR_OK) {
@@ -303,8 +292,8 @@ int main()
     test_foreign(a, b);
     dr_mr_destroy(a);
     dr_mr_destroy(b);
-    if (g_fail != 0) {
-        std::printf("%d check(s) failed\n", g_fail);
+    if (dualrail::test::check_failures() != 0) {
+        std::printf("%d check(s) failed\n", dualrail::test::check_failures());
         return 1;
     }
     std::printf("ok\n");

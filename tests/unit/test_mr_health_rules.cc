@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "../support/check.hpp"
 #include "health_rules.hpp"
 
 using dualrail::mr::age_us;
@@ -15,16 +16,6 @@ using dualrail::mr::LinkWatch;
 using dualrail::mr::watch_link;
 
 namespace {
-
-int g_fail = 0;
-
-#define CHECK(cond, what)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            ++g_fail;                                                                              \
-            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, what);                             \
-        }                                                                                          \
-    } while (0)
 
 constexpr uint64_t kProbe = 100000, kPeerTimeout = 3000000; /* us, as the defaults' order */
 
@@ -64,6 +55,7 @@ int main()
     w = watch_link(now, 0, now - 4000000, false, true, kProbe, kPeerTimeout);
     CHECK(w.silent && w.ping, "a link never heard from since the call began 4 s ago");
 
-    std::printf(g_fail == 0 ? "ok\n" : "%d failure(s)\n", g_fail);
-    return g_fail == 0 ? 0 : 1;
+    std::printf(dualrail::test::check_failures() == 0 ? "ok\n" : "%d failure(s)\n",
+                dualrail::test::check_failures());
+    return dualrail::test::check_failures() == 0 ? 0 : 1;
 }
