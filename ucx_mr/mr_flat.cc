@@ -99,33 +99,33 @@ void Mr::flat_to_reqs(Peer *p)
     }
 }
 
-static void flat_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
+static void tag_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
 {
     (void)req, (void)status, (void)info, (void)arg; /* polled: tag_receive */
 }
 
 /* Messages taken per tag_receive call; the rest at the next poll (Plane::tag_more). */
-constexpr unsigned kFlatDrainMax = 256;
+constexpr unsigned kTagDrainMax = 256;
 
 void Mr::tag_receive(Plane *pl)
 {
     pl->tag_more = false;
-    for (unsigned n = 0; n < kFlatDrainMax; ++n) {
+    for (unsigned n = 0; n < kTagDrainMax; ++n) {
         ucp_tag_recv_info_t info;
         ucp_tag_message_h m = ucp_tag_probe_nb(pl->worker, kWholeTag, ~(ucp_tag_t)0, 1, &info);
         if (m == nullptr) {
             return;
         }
-        alignas(8) char buf[kTagWireMax];
+        char *const buf = pl->tag_in;
         ucp_request_param_t rp;
         rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_RECV_INFO |
                           UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        rp.cb.recv = flat_recv_cb;
+        rp.cb.recv = tag_recv_cb;
         rp.recv_info.tag_info = &info;
         rp.memory_type = UCS_MEMORY_TYPE_HOST;
         /* One fragment, in UCP's queue already: complete on return (NULL). A longer one is
          * truncated to the buffer (an error), which no ucx_mr sender makes (kTagWireMax). */
-        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, sizeof(buf), m, &rp);
+        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, kTagWireMax, m, &rp);
         ucs_status_t st = UCS_OK;
         if (UCS_PTR_IS_ERR(r)) {
             st = UCS_PTR_STATUS(r);

@@ -34,6 +34,9 @@ constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
  * followed by up to kAckList more acknowledged msg_ids (AckList); 4: a whole message of up
  * to kTagWholeMax bytes travels as a UCP tag message (kWholeTag) */
 constexpr uint16_t kWireVersion = 4;
+/* The largest tag message (kWholeTag below): UCX's TCP transport sends one of up to its
+ * SENDV_THRESH (2 KiB by default) with one send(). */
+constexpr size_t kTagWireMax = 2048;
 constexpr size_t kDoneRing = 1024; /* completed messages remembered per peer */
 constexpr uint64_t kStripeAlign = 64;
 /* UCX_TCP_{TX,RX}_SEG_SIZE = wire segment + this: room for UCX's and our headers. */
@@ -114,6 +117,9 @@ struct Plane {
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
     bool tag_more = false;       /* tag_receive stopped at its bound: probe at the next poll */
+    /* tag_receive's buffer: the plane's, not the stack's, so that not even a foreign
+     * message UCP might still be writing after a failed receive can reach a dead frame. */
+    alignas(8) char tag_in[kTagWireMax];
 };
 
 /* Small messages travel on one plane (Mr::small_plane), so with only small messages in
@@ -250,7 +256,6 @@ constexpr size_t kFlatBytes = 256;
  * active messages.
  */
 constexpr ucp_tag_t kWholeTag = 0x4452574845000000ull; /* "DRWHE" */
-constexpr size_t kTagWireMax = 2048;
 constexpr size_t kTagWholeMax = kTagWireMax - sizeof(WireHdr) - sizeof(uint32_t) * kAckList;
 constexpr size_t kFlatWire = sizeof(WireHdr) + kFlatBytes + sizeof(uint32_t) * kAckList;
 static_assert(kFlatWire <= kTagWireMax, "a flat send is a whole message that travels tagged");
