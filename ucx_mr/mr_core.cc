@@ -179,7 +179,7 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, v
     acks.n = (uint32_t)(extra / sizeof(uint32_t));
     memcpy(acks.id, static_cast<const char *>(header) + sizeof(WireHdr), extra);
     ucs_status_t ret = UCS_OK;
-    pl->mr->on_am(pl, h, acks, data, length, param, &ret);
+    pl->mr->on_am(pl, h, acks, data, length, param->recv_attr, &ret);
     return ret;
 }
 

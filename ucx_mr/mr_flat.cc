@@ -99,11 +99,6 @@ void Mr::flat_to_reqs(Peer *p)
     }
 }
 
-static void tag_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
-{
-    (void)req, (void)status, (void)info, (void)arg; /* polled: tag_receive */
-}
-
 /* Messages taken per tag_receive call; the rest at the next poll (Plane::tag_more). */
 constexpr unsigned kTagDrainMax = 256;
 
@@ -118,13 +113,12 @@ void Mr::tag_receive(Plane *pl)
         }
         char *const buf = pl->tag_in;
         ucp_request_param_t rp;
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_RECV_INFO |
-                          UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        rp.cb.recv = tag_recv_cb;
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         rp.recv_info.tag_info = &info;
         rp.memory_type = UCS_MEMORY_TYPE_HOST;
-        /* One fragment, in UCP's queue already: complete on return (NULL). A longer one is
-         * truncated to the buffer (an error), which no ucx_mr sender makes (kTagWireMax). */
+        /* One fragment, in UCP's queue already: complete on return (NULL; a request is polled
+         * below). A longer one is truncated to the buffer (an error), which no ucx_mr sender
+         * makes (kTagWireMax). */
         ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, kTagWireMax, m, &rp);
         ucs_status_t st = UCS_OK;
         if (UCS_PTR_IS_ERR(r)) {
@@ -157,10 +151,8 @@ void Mr::tag_receive(Plane *pl)
         AckList acks;
         acks.n = (uint32_t)((extra - h.total) / sizeof(uint32_t));
         memcpy(acks.id, buf + sizeof(WireHdr) + h.total, sizeof(uint32_t) * acks.n);
-        ucp_am_recv_param_t param;
-        param.recv_attr = 0; /* the bytes are ours, in buf: on_am copies what it keeps */
-        ucs_status_t ret = UCS_OK;
-        on_am(pl, h, acks, buf + sizeof(WireHdr), h.total, &param, &ret);
+        ucs_status_t ret = UCS_OK; /* the bytes are ours, in buf: on_am copies what it keeps */
+        on_am(pl, h, acks, buf + sizeof(WireHdr), h.total, 0, &ret);
     }
     pl->tag_more = true;
 }

@@ -502,8 +502,8 @@ struct Mr {
     /* A link of p changed state or weight: small_plane() chooses again. */
     static void planes_changed(Peer *p) { p->small_cache = -1; }
     void post_am(Op *op, Link *l, const void *data, uint64_t len);
-    /* What UCX made of a send of op on plane pl (NULL, an error or a request). */
-    void post_result(Op *op, Plane *pl, ucs_status_ptr_t sp);
+    /* What UCX made of a send of op on l (NULL, an error or a request); l's plane is active. */
+    void post_result(Op *op, Link *l, ucs_status_ptr_t sp);
     void issue(Link *l);
     void send_data(Link *l, Req *r, uint32_t seg);
     /* A data segment (op's owner set by the caller) with the acknowledgements owed to the
@@ -552,8 +552,10 @@ struct Mr {
     void unexpected_release(Unexpected &u);
     bool done_seen(const Peer *p, uint64_t key, uint32_t msg_id) const;
     void done_add(Peer *p, uint64_t key, uint32_t msg_id);
+    /* A message that came on pl: recv_attr is UCX's (ucp_am_recv_param_t::recv_attr) for an
+     * active message, 0 for a tag message (its bytes are ours); *ret what am_cb returns. */
     void on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, size_t len,
-               const ucp_am_recv_param_t *param, ucs_status_t *ret);
+               uint64_t recv_attr, ucs_status_t *ret);
     void on_op_done(Op *op, ucs_status_t status);
     void sweep(Peer *p);
     void retire(Req *r);

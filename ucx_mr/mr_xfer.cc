@@ -154,50 +154,50 @@ void Mr::post_am(Op *op, Link *l, const void *data, uint64_t len)
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     param.cb.send = send_cb;
     param.user_data = op;
-    Plane *pl = planes[l->plane].get();
-    pl->active_at = clock;
-    post_result(op, pl,
+    post_result(op, l,
                 ucp_am_send_nbx(l->ep, kAmId, &op->hdr, op->header_len(), data, len, &param));
+}
+
+/* op's header before the len bytes of data at wire + sizeof(WireHdr), its acknowledgements
+ * after them (kWholeTag's layout); the message's length. */
+static size_t frame_tagged(char *wire, const Op *op, uint64_t len)
+{
+    const size_t acks = sizeof(uint32_t) * op->acks.n;
+    memcpy(wire, &op->hdr, sizeof(WireHdr));
+    memcpy(wire + sizeof(WireHdr) + len, op->acks.id, acks);
+    return sizeof(WireHdr) + len + acks;
 }
 
 void Mr::post_flat(Op *op, Link *l, uint64_t len)
 {
-    FlatSend &f = *op->flat;
-    memcpy(f.wire, &op->hdr, sizeof(WireHdr));
-    const size_t acks = sizeof(uint32_t) * op->acks.n;
-    memcpy(f.wire + sizeof(WireHdr) + len, op->acks.id, acks);
+    char *wire = op->flat->wire;
+    const size_t n = frame_tagged(wire, op, len);
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = send_cb;
     param.user_data = op;
-    Plane *pl = planes[l->plane].get();
-    pl->active_at = clock;
-    post_result(op, pl,
-                ucp_tag_send_nbx(l->ep, f.wire, sizeof(WireHdr) + len + acks, kWholeTag, &param));
+    post_result(op, l, ucp_tag_send_nbx(l->ep, wire, n, kWholeTag, &param));
 }
 
 bool Mr::post_whole(Op *op, Link *l, const char *data, uint64_t len)
 {
-    const size_t acks = sizeof(uint32_t) * op->acks.n;
-    memcpy(tag_out, &op->hdr, sizeof(WireHdr));
     memcpy(tag_out + sizeof(WireHdr), data, len);
-    memcpy(tag_out + sizeof(WireHdr) + len, op->acks.id, acks);
+    const size_t n = frame_tagged(tag_out, op, len);
     /* At once or not at all: tag_out is reused by the next send. */
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    ucs_status_ptr_t sp =
-        ucp_tag_send_nbx(l->ep, tag_out, sizeof(WireHdr) + len + acks, kWholeTag, &param);
+    ucs_status_ptr_t sp = ucp_tag_send_nbx(l->ep, tag_out, n, kWholeTag, &param);
     if (UCS_PTR_IS_ERR(sp) && UCS_PTR_STATUS(sp) == UCS_ERR_NO_RESOURCE) {
         return false;
     }
-    Plane *pl = planes[l->plane].get();
-    pl->active_at = clock;
-    post_result(op, pl, sp);
+    post_result(op, l, sp);
     return true;
 }
 
-void Mr::post_result(Op *op, Plane *pl, ucs_status_ptr_t sp)
+void Mr::post_result(Op *op, Link *l, ucs_status_ptr_t sp)
 {
+    Plane *pl = planes[l->plane].get();
+    pl->active_at = clock;
     if (sp == nullptr) {
         on_op_done(op, UCS_OK);
     } else if (UCS_PTR_IS_ERR(sp)) {
@@ -449,7 +449,7 @@ void Mr::recv_match_unexpected(Peer *p, Req *r)
 }
 
 void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, size_t len,
-               const ucp_am_recv_param_t *param, ucs_status_t *ret)
+               uint64_t recv_attr, ucs_status_t *ret)
 {
     if (h.version != kWireVersion || h.plane != pl->index || h.src == self) {
         log(DR_LOG_WARN, "plane %d (%s): dropped a message from process %u sent on its plane %u "
@@ -490,7 +490,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         if (newer) {
             p->newest_msg = h.msg_id;
         }
-        if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        if (recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
             /* Senders force eager; a rendezvous descriptor means a foreign sender. */
             log(DR_LOG_WARN, "plane %d: dropped a rendezvous message from process %u", pl->index,
                 h.src);
@@ -538,7 +538,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         u.ucx_owned = false;
         u.plane = pl->index;
         u.at = now;
-        if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+        if (recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
             u.ucx_owned = true;
             *ret = UCS_INPROGRESS; /* keep UCX's buffer until a receive claims it */
         } else if (len <= kUnexpectedInline) {
