@@ -29,6 +29,13 @@
 #   ucx          pml ucx, UCX_NET_DEVICES=ethA,ethB, coll tuned
 #   before       (with --baseline-build DIR) dualrail-2 from another build tree,
 #                e.g. a worktree of an earlier commit: "today" for a change
+#   floor-c      (2 nodes) the ucx run with perf/floor_coll.c preloaded: each timed call a
+#                bare UCP tag exchange on a worker and connection of its own on plane A plus
+#                the reduction, nothing else: the collective's floor in the position every
+#                dualrail run has (its own transport, entered right after the stock
+#                barrier), where floor-x is the exchange back to back outside MPI. dr/fl-c is
+#                what the component's own work costs; fl-c/stock what the position costs
+#                (up to 64 KiB; larger calls go to the ucx run's path)
 # UCX floor: `ucx_perftest -t tag_lat` over TCP on plane A between node 0 and
 # node 1, one-way latency per size. A 2-rank allreduce of up to
 # coll_dualrail_allreduce_rd_max_bytes is one exchange (recursive doubling, one
@@ -60,7 +67,7 @@ while [ $# -gt 0 ]; do
     --rate-iters) rate_iters=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
     --rate) rate=${2:?}; shift ;;
-    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "latency_compare.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -75,7 +82,8 @@ if [ -n "$baseline" ]; then
   DUALRAIL_BUILD_DIR=$baseline perf_build latency_compare.sh "$root"
   baseline=$build
 fi
-perf_build latency_compare.sh "$root" perf/dualrail-allreduce-bench perf/dualrail-ucp-exchange
+perf_build latency_compare.sh "$root" perf/dualrail-allreduce-bench perf/dualrail-ucp-exchange \
+  perf/libdualrail_floor_coll.so
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drlatency} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 work=$(mktemp -d /tmp/dualrail-latency-XXXXXX)
@@ -88,6 +96,7 @@ bench_args=(-m "$sizes")
 [ -z "$iters" ] || bench_args+=(-i "$iters")
 . "$root/contrib/lib/latency.sh" # latency_opts: the configurations' mpirun options
 names=(dualrail-1 dualrail-2 dualrail-2u dualrail-2a ob1-tcp ucx)
+[ "$nodes" != 2 ] || names+=(floor-c) # its exchange is the 2-rank allreduce's
 [ -z "$baseline" ] || names+=(before)
 run() { # name, round, what (lat|rate)
   local name=$1 k=$2 what=$3 b=$build
@@ -178,7 +187,10 @@ print(f"# allreduce latency, {nodes} ranks on {nodes} lab nodes (one each), plan
 print(f"# median of {rounds} interleaved rounds, microseconds; floor = {rd_rounds} x the one-way")
 print("# latency of ucx_perftest tag_lat over TCP on plane A (the component's recursive-doubling sizes);")
 print(f"# floor-x = {rd_rounds} x the raw UCP exchange on plane A (dualrail-ucp-exchange: both ends send at once)")
-cols = names + ["floor", "floor-x", "dr2/ob1", "dr2u/ucx", "dr2a/ucx", "dr/stock", "dr/floor", "dr/fl-x"] + (["dr2/before"] if "before" in names else [])
+if "floor-c" in names:
+    print("# floor-c = the same exchange as each timed MPI_Allreduce, on its own UCP worker on plane A")
+    print("# beside the stock barrier (perf/floor_coll.c): dr/fl-c our own cost, fl-c/stock the position's")
+cols = names + ["floor", "floor-x", "dr2/ob1", "dr2u/ucx", "dr2a/ucx", "dr/stock", "dr/floor", "dr/fl-x"] + (["dr/fl-c", "fl-c/stock"] if "floor-c" in names else []) + (["dr2/before"] if "before" in names else [])
 print("%-9s" % "size" + "".join("%12s" % c for c in cols))
 missed = []
 ours = [n for n in ("dualrail-2", "dualrail-2u") if n in names]
@@ -193,6 +205,11 @@ for s in sorted(lat["dualrail-2"]):
     cells += ["%12.2f" % fl, "%12.2f" % fx, pair("dualrail-2", "ob1-tcp"), pair("dualrail-2u", "ucx"),
               pair("dualrail-2a", "ucx"),
               "%12.2f" % (d2 / best), ratio(fl), ratio(fx)]
+    if "floor-c" in names:
+        if s <= 65536:  # floor_coll.c's kFloorMaxBytes: larger calls are the ucx run's
+            cells += ["%12.2f" % (d2 / lat["floor-c"][s]), "%12.2f" % (lat["floor-c"][s] / best)]
+        else:
+            cells += ["%12s" % "-"] * 2
     if "before" in names:
         cells.append("%12.3f" % (lat["dualrail-2"][s] / lat["before"][s]))
     print("%-9d" % s + "".join(cells))
@@ -221,6 +238,14 @@ print(f"target: 8-byte rate, better dualrail run / best stock = {our_rate / best
       f"{'met' if our_rate >= best_rate else 'MISSED'}")
 if our_rate < best_rate:
     missed.append("8-byte message rate below the best stock path")
+if "floor-c" in names:
+    small = [s for s in sorted(lat["floor-c"]) if s <= 2048]
+    if small:
+        fc = [lat["floor-c"][s] / min(lat[n][s] for n in stock) for s in small]
+        dc = [min(lat[n][s] for n in ours) / lat["floor-c"][s] for s in small]
+        print(f"(not a target) sizes <= 2 KiB: floor-c {min(fc):.2f}-{max(fc):.2f} x the best stock "
+              f"path, the better dualrail run {min(dc):.2f}-{max(dc):.2f} x floor-c; 8-byte rate "
+              f"floor-c / best stock = {rate['floor-c'] / best_rate:.2f}")
 if "before" in names:
     print(f"target: sizes above 2 KiB within 3 % of before: "
           f"{'met' if not [m for m in missed if 'before' in m] else 'MISSED'}")

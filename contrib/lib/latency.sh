@@ -18,8 +18,13 @@
 # collective; its barrier is then not the stock run's, so it has no paired run and the
 # targets leave it out (perf/latency_compare.sh shows it beside ucx).
 #
+# floor-c is the ucx run with perf/floor_coll.c preloaded: its 2-rank small allreduces on a
+# UCP worker and connection of their own on plane A, nothing else (the collective's floor in
+# its own position, beside the stock barrier; needs $DUALRAIL_BUILD_DIR's build of it).
+#
 # latency_opts NAME: the mpirun options of configuration NAME (dualrail-1, dualrail-2,
-# dualrail-2u, dualrail-2a, ob1-tcp, ucx; before is dualrail-2 from another build), as words.
+# dualrail-2u, dualrail-2a, ob1-tcp, ucx, floor-c; before is dualrail-2 from another build),
+# as words.
 latency_dr_coll=(--mca coll_dualrail_priority 100 --mca coll_dualrail_barrier 0 --mca coll_dualrail_bcast 0)
 latency_ob1=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
 latency_ucx=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB)
@@ -31,6 +36,7 @@ latency_opts() {
     dualrail-2a) echo "--mca coll_dualrail_priority 100 ${latency_ucx[*]} --mca coll_dualrail_planes ethA,ethB" ;;
     ob1-tcp) echo "${latency_ob1[*]}" ;;
     ucx) echo "${latency_ucx[*]}" ;;
+    floor-c) echo "${latency_ucx[*]} -x LD_PRELOAD=${DUALRAIL_BUILD_DIR:-build}/perf/libdualrail_floor_coll.so -x DUALRAIL_FLOOR_DEVICE=ethA" ;;
     *) return 1 ;;
   esac
 }
