@@ -62,30 +62,19 @@ static void die(const char *what, ucs_status_t st)
     abort();
 }
 
-static int done(void *r)
+/* Wait for a request (NULL: it completed in the call), then free it; an error aborts. The
+ * clock is read every 1024 polls only: the wait is the measured path. */
+static void wait_req(void *req)
 {
-    if (!UCS_PTR_IS_PTR(r)) {
-        if (UCS_PTR_IS_ERR(r)) {
-            die("request", UCS_PTR_STATUS(r));
-        }
-        return 1;
+    if (UCS_PTR_IS_ERR(req)) {
+        die("request", UCS_PTR_STATUS(req));
     }
-    const ucs_status_t st = ucp_request_check_status(r);
-    if (st == UCS_INPROGRESS) {
-        return 0;
+    if (req == NULL) {
+        return;
     }
-    if (st != UCS_OK) {
-        die("request", st);
-    }
-    return 1;
-}
-
-/* Wait for both requests (either may be NULL: complete at once), then free them. The clock
- * is read every 1024 polls only: the wait is the measured path. */
-static void wait_both(void *a, void *b)
-{
+    ucs_status_t st;
     double start = 0;
-    for (unsigned n = 1; !(done(a) && done(b)); ++n) {
+    for (unsigned n = 1; (st = ucp_request_check_status(req)) == UCS_INPROGRESS; ++n) {
         ucp_worker_progress(F.worker);
         if ((n & 1023) == 0) {
             const double t = now_s();
@@ -96,11 +85,9 @@ static void wait_both(void *a, void *b)
             }
         }
     }
-    if (UCS_PTR_IS_PTR(a)) {
-        ucp_request_free(a);
-    }
-    if (UCS_PTR_IS_PTR(b)) {
-        ucp_request_free(b);
+    ucp_request_free(req);
+    if (st != UCS_OK) {
+        die("request", st);
     }
 }
 
@@ -112,7 +99,8 @@ static void exchange(const void *in, size_t len)
     const uint64_t tag = ++F.seq;
     void *r = ucp_tag_recv_nbx(F.worker, F.tmp, len, tag, ~(ucp_tag_t)0, &p);
     void *s = ucp_tag_send_nbx(F.ep, in, len, tag, &p);
-    wait_both(r, s);
+    wait_req(r); /* progress completes the send meanwhile */
+    wait_req(s);
 }
 
 static void setup(void)
@@ -196,10 +184,13 @@ static int plain(MPI_Datatype t)
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                   MPI_Comm comm)
 {
-    int tsize;
+    int tsize = 0;
     if (comm != MPI_COMM_WORLD || count <= 0 || !plain(type) ||
-        PMPI_Type_size(type, &tsize) != MPI_SUCCESS ||
-        (size_t)count * (size_t)tsize > kFloorMaxBytes) {
+        PMPI_Type_size(type, &tsize) != MPI_SUCCESS) {
+        return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+    }
+    const size_t bytes = (size_t)count * (size_t)tsize;
+    if (bytes > kFloorMaxBytes) {
         return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
     }
     if (F.state == 0) {
@@ -208,7 +199,6 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MP
     if (F.state < 0) {
         return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
     }
-    const size_t bytes = (size_t)count * (size_t)tsize;
     const void *in = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     exchange(in, bytes);
     if (F.rank == 0) {
