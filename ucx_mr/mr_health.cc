@@ -165,6 +165,7 @@ void Mr::declare_down(Link *l, const std::string &why)
         flat_to_reqs(p); /* re-routed below, or failed by fail_peer, as copied sends */
     }
     l->state = DR_LINK_DOWN;
+    ++l->downs;
     planes_changed(peers[l->peer].get());
     activate(p); /* the watchdog probes it for re-admission */
     ++l->gen;
@@ -248,7 +249,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     for (size_t i = 0; i < planes.size() && !p->gone; ++i) {
         Link *o = p->links[i].get();
         if (o->state == DR_LINK_UP) {
-            WireHdr h{kDown, (uint8_t)i, kWireVersion, self, 0, (uint32_t)l->plane, 0, 0, 0};
+            WireHdr h{kDown, (uint8_t)i, kWireVersion, self, 0, (uint32_t)l->plane, l->downs, 0, 0};
             ctrl.push_back(Ctrl{o, h, AckList{}});
             break;
         }

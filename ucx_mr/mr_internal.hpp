@@ -33,7 +33,8 @@ constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
 /* 2: kData carries a piggybacked acknowledgement in aux; 3: a kData or kAck header may be
  * followed by up to kAckList more acknowledged msg_ids (AckList); 4: a whole message of up
  * to kTagWholeMax bytes travels as a UCP tag message (kWholeTag) */
-constexpr uint16_t kWireVersion = 4;
+/* 5: kDown and a probe's kPong carry the sender's down count of the link in `key`. */
+constexpr uint16_t kWireVersion = 5;
 /* The largest tag message (kWholeTag below): UCX's TCP transport sends one of up to its
  * SENDV_THRESH (2 KiB by default) with one send(). */
 constexpr size_t kTagWireMax = 2048;
@@ -52,7 +53,8 @@ struct WireHdr {
     uint32_t src;      /* sender's process id */
     uint32_t msg_id;   /* sender's per-peer message number: tells two uses of a key apart */
     uint32_t aux;      /* ping/pong id; kData: msg_id of a message of ours it acknowledges, or 0 */
-    uint64_t key;
+    uint64_t key;      /* kData/kAck: the message's key; kDown, probe kPong: the sender's
+                        * Link::downs of that plane */
     uint64_t total;    /* message length (kData); probe flag (kPing/kPong) */
     uint64_t offset;   /* segment offset (kData) */
 };
@@ -173,6 +175,12 @@ struct Link {
     bool probe_out = false;
     uint64_t probe_sent = 0;
     uint32_t probe_id = 0;
+    /* How often this side declared the link down; its kDown and its pong to a probe carry
+     * it. The peer's count as of the pong that last re-admitted the link (or the last
+     * kDown taken): a kDown with no higher count was sent before that pong, on another
+     * plane, and arrived after it (mr_xfer.cc, kDown). */
+    uint32_t downs = 0;
+    uint32_t peer_downs = 0;
     std::string reason;
 };
 

@@ -570,23 +570,36 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         }
         return;
     case kPing:
-        ctrl_post(l, kPong, 0, 0, h.aux, h.total);
+        /* A probe's answer carries our down count: what of our kDowns the prober has seen. */
+        ctrl_post(l, kPong, h.total == 1 ? l->downs : 0, 0, h.aux, h.total);
         if (h.total == 1 && l->state == DR_LINK_DOWN && !l->probe_out) {
             l->next_probe = now; /* probed while down: probe back (mr_health.cc, probe_delay) */
         }
         return;
     case kPong:
         if (l->state == DR_LINK_DOWN && h.total == 1 && l->probe_out && h.aux == l->probe_id) {
+            l->peer_downs = (uint32_t)std::max<uint64_t>(l->peer_downs, h.key);
             readmit(l);
         }
         return;
-    case kDown:
-        /* aux names the plane the peer lost; this message came on a live one. */
-        if (h.aux < planes.size() && p->links[h.aux]->state == DR_LINK_UP) {
-            p->links[h.aux]->remote_down = true;
+    case kDown: {
+        /* aux names the plane the peer lost; this message came on a live one. A kDown whose
+         * count the pong that re-admitted the link already carried is older than that pong
+         * (the peer lost the plane, then answered our probe on it once it healed; the two
+         * took different planes): taken, it downed the healed link again for a backoff. */
+        Link *lost = h.aux < planes.size() ? p->links[h.aux].get() : nullptr;
+        if (lost != nullptr && lost->state == DR_LINK_UP && h.key > lost->peer_downs) {
+            lost->peer_downs = (uint32_t)h.key;
+            lost->remote_down = true;
             deferred = true;
+        } else if (lost != nullptr && lost->state == DR_LINK_UP) {
+            log(DR_LOG_INFO,
+                "peer %u plane %u: its notice of loss %llu came after the pong "
+                "that re-admitted the plane (loss %u): ignored",
+                p->id, h.aux, (unsigned long long)h.key, lost->peer_downs);
         }
         return;
+    }
     case kBye:
         p->gone = true;
         return;

@@ -77,3 +77,9 @@ target_include_directories(test_mr_flat_wire PRIVATE ${PROJECT_SOURCE_DIR}/ucx_m
 target_link_libraries(test_mr_flat_wire PRIVATE dualrail_ucx_mr PkgConfig::UCX)
 add_test(NAME unit_mr_flat_wire COMMAND test_mr_flat_wire)
 set_tests_properties(unit_mr_flat_wire PROPERTIES TIMEOUT 60 LABELS unit)
+# A peer's down notice older than the probe's pong that re-admitted the link is ignored.
+add_executable(test_mr_down_notice ${CMAKE_CURRENT_LIST_DIR}/test_mr_down_notice.cc)
+target_include_directories(test_mr_down_notice PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
+target_link_libraries(test_mr_down_notice PRIVATE dualrail_ucx_mr PkgConfig::UCX)
+add_test(NAME unit_mr_down_notice COMMAND test_mr_down_notice)
+set_tests_properties(unit_mr_down_notice PROPERTIES TIMEOUT 60 LABELS unit)

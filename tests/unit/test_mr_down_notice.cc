@@ -1,0 +1,252 @@
+/*
+ * A peer's down notice (kDown) against a link that a probe has re-admitted since
+ * (ucx_mr/mr_xfer.cc, kDown; wire version 5).
+ *
+ * The race on two planes: the peer declares plane X down and says so on plane Y; X heals,
+ * our probe on X is answered by the peer's pong and X is re-admitted; the notice, sent
+ * before the pong but on the other (busier) plane, arrives after it. Taken, it downed the
+ * healed link again for a whole backoff (and one more re-admission, which UCX 1.13 can
+ * abort in). The notice and the probe's pong carry the sender's down count of the link,
+ * so the notice is recognised as older than the pong.
+ *
+ * The loopback device gives one plane, so the test plays the late notice itself: both
+ * contexts declare their link down (the peer's down count becomes 1), the probes
+ * re-admit it on both sides, and then a raw UCP endpoint on a's plane delivers kDown
+ * messages framed as b's:
+ *   stale      count 1 (what the re-admitting pong carried): the link stays up, and a and
+ *              b still exchange
+ *   fresh      count 2 (a later loss): the link goes down, "the peer lost this plane"
+ *
+ * Fails without the count: the stale notice downs the re-admitted link. Every wait bounded.
+ */
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <initializer_list>
+
+#include "../support/check.hpp"
+#include "../support/loopback_config.h"
+#include "mr_internal.hpp"
+
+using dualrail::mr::kAmId;
+using dualrail::mr::kDown;
+using dualrail::mr::kWireVersion;
+using dualrail::mr::Link;
+using dualrail::mr::Mr;
+using dualrail::mr::WireHdr;
+
+namespace {
+
+double now_s()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int pair_open(dr_mr_t **a, dr_mr_t **b)
+{
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    cfg.readmit_min = 0.05; /* the probes come 50 ms after the downs */
+    char err[256];
+    if (dr_mr_create(&cfg, 0, a, err, sizeof(err)) != DR_OK ||
+        dr_mr_create(&cfg, 1, b, err, sizeof(err)) != DR_OK) {
+        std::printf("create: %s\n", err);
+        return -1;
+    }
+    const void *addr;
+    size_t len;
+    dr_mr_address(*a, &addr, &len);
+    if (dr_mr_add_peer(*b, 0, addr, len, err, sizeof(err)) != DR_OK) {
+        return -1;
+    }
+    dr_mr_address(*b, &addr, &len);
+    return dr_mr_add_peer(*a, 1, addr, len, err, sizeof(err)) == DR_OK ? 0 : -1;
+}
+
+/* One 8-byte message from src to dst under key, taken by dst (10 s at most). */
+bool exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
+{
+    const uint64_t v = key * 7 + 1;
+    dr_mr_req_t *s = nullptr;
+    if (dr_mr_isend(src, to, key, &v, sizeof(v), &s) != DR_OK) {
+        return false;
+    }
+    uint64_t got = 0;
+    size_t len = 0;
+    dr_status_t st = DR_INPROGRESS;
+    for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
+        dr_mr_progress(src);
+        dr_mr_progress(dst);
+        st = dr_mr_take(dst, from, key, &got, sizeof(got), &len);
+    }
+    dr_status_t ss = DR_INPROGRESS;
+    for (double end = now_s() + 10; ss == DR_INPROGRESS && now_s() < end;) {
+        dr_mr_progress(src);
+        dr_mr_progress(dst);
+        ss = dr_mr_test(src, s, nullptr);
+    }
+    dr_mr_req_free(src, s);
+    return st == DR_OK && ss == DR_OK && len == sizeof(v) && got == v;
+}
+
+Link *link_of(dr_mr_t *m, uint32_t peer)
+{
+    Mr *mr = m;
+    return mr->peers[peer]->links[0].get();
+}
+
+/* Progress both until both links are up again (10 s at most). */
+bool readmitted(dr_mr_t *a, dr_mr_t *b)
+{
+    for (double end = now_s() + 10; now_s() < end;) {
+        dr_mr_progress(a);
+        dr_mr_progress(b);
+        if (link_of(a, 1)->state == DR_LINK_UP && link_of(b, 0)->state == DR_LINK_UP) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A raw UCP worker and endpoint to a's plane, for messages framed as b's. */
+struct Raw {
+    ucp_context_h ctx = nullptr;
+    ucp_worker_h w = nullptr;
+    ucp_ep_h ep = nullptr;
+
+    bool open(dr_mr_t *a)
+    {
+        ucp_params_t params;
+        std::memset(&params, 0, sizeof(params));
+        params.field_mask = UCP_PARAM_FIELD_FEATURES;
+        params.features = UCP_FEATURE_AM;
+        ucp_config_t *config = nullptr;
+        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
+            return false;
+        }
+        ucp_config_modify(config, "NET_DEVICES", "lo");
+        ucp_config_modify(config, "TLS", "tcp");
+        const ucs_status_t st = ucp_init(&params, config, &ctx);
+        ucp_config_release(config);
+        ucp_worker_params_t wp;
+        std::memset(&wp, 0, sizeof(wp));
+        if (st != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK) {
+            return false;
+        }
+        ucp_ep_params_t ep_params;
+        std::memset(&ep_params, 0, sizeof(ep_params));
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep_params.address = static_cast<Mr *>(a)->planes[0]->address;
+        return ucp_ep_create(w, &ep_params, &ep) == UCS_OK;
+    }
+
+    /* b's kDown for plane 0 with down count `count`, delivered to a and progressed 200 ms. */
+    bool down_notice(dr_mr_t *a, uint64_t count)
+    {
+        const WireHdr h{kDown, 0, kWireVersion, 1, 0, 0, count, 0, 0};
+        ucp_request_param_t sp;
+        std::memset(&sp, 0, sizeof(sp));
+        ucs_status_ptr_t r = ucp_am_send_nbx(ep, kAmId, &h, sizeof(h), nullptr, 0, &sp);
+        if (UCS_PTR_IS_ERR(r)) {
+            return false;
+        }
+        for (double end = now_s() + 10;
+             r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS && now_s() < end;) {
+            ucp_worker_progress(w);
+            dr_mr_progress(a);
+        }
+        const bool sent = r == nullptr || ucp_request_check_status(r) == UCS_OK;
+        if (r != nullptr) {
+            ucp_request_free(r);
+        }
+        for (double end = now_s() + 0.2; now_s() < end;) {
+            ucp_worker_progress(w);
+            dr_mr_progress(a);
+        }
+        return sent;
+    }
+
+    void close()
+    {
+        if (ep != nullptr) {
+            ucp_request_param_t param;
+            std::memset(&param, 0, sizeof(param));
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &param);
+            for (double end = now_s() + 2; r != nullptr && !UCS_PTR_IS_ERR(r) &&
+                                           ucp_request_check_status(r) == UCS_INPROGRESS &&
+                                           now_s() < end;) {
+                ucp_worker_progress(w);
+            }
+            if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+                ucp_request_free(r);
+            }
+        }
+        if (w != nullptr) {
+            ucp_worker_destroy(w);
+        }
+        if (ctx != nullptr) {
+            ucp_cleanup(ctx);
+        }
+    }
+};
+
+} // namespace
+
+int main()
+{
+    dr_mr_t *a = nullptr, *b = nullptr;
+    if (pair_open(&a, &b) != 0) {
+        std::printf("FAIL: cannot open a pair of contexts on loopback\n");
+        return 1;
+    }
+    CHECK(exchange(a, b, 0, 1, 11) && exchange(b, a, 1, 0, 12), "first exchange each way");
+
+    /* The plane fails for both: each side's endpoint reports an error, as UCX's callback
+     * would (its sockets are not severed: lo carries the raw endpoint too), and progress
+     * declares the link down (b's count becomes 1). */
+    for (dr_mr_t *m : {b, a}) {
+        Link *l = link_of(m, m == a ? 1 : 0);
+        l->ep_failed = true;
+        l->ep_status = UCS_ERR_ENDPOINT_TIMEOUT;
+        static_cast<Mr *>(m)->deferred = true;
+        dr_mr_progress(m);
+    }
+    CHECK(link_of(b, 0)->downs == 1 && link_of(a, 1)->state == DR_LINK_DOWN, "both links down");
+    CHECK(readmitted(a, b), "both links re-admitted by the probes");
+    std::printf("a's link re-admitted with b's down count %u\n", link_of(a, 1)->peer_downs);
+    CHECK(link_of(a, 1)->peer_downs == 1, "the pong that re-admitted a's link carried b's count 1");
+
+    Raw raw;
+    CHECK(raw.open(a), "raw UCP endpoint to a's plane");
+    /* stale: b's notice of that same loss, arriving after the pong */
+    CHECK(raw.down_notice(a, 1), "stale notice sent");
+    std::printf("after the stale notice: %s %s\n",
+                link_of(a, 1)->state == DR_LINK_UP ? "up" : "down", link_of(a, 1)->reason.c_str());
+    CHECK(link_of(a, 1)->state == DR_LINK_UP,
+          "a notice no newer than the re-admitting pong leaves the link up");
+    CHECK(exchange(a, b, 0, 1, 21) && exchange(b, a, 1, 0, 22), "exchange after the stale notice");
+
+    /* fresh: a later loss of the plane at b */
+    CHECK(raw.down_notice(a, 2), "fresh notice sent");
+    std::printf("after the fresh notice: %s %s\n",
+                link_of(a, 1)->state == DR_LINK_UP ? "up" : "down", link_of(a, 1)->reason.c_str());
+    CHECK(link_of(a, 1)->state == DR_LINK_DOWN &&
+              link_of(a, 1)->reason == "the peer lost this plane",
+          "a newer notice downs the link");
+    raw.close();
+    dr_mr_destroy(a);
+    dr_mr_destroy(b);
+    if (dualrail::test::check_failures() != 0) {
+        std::printf("%d check(s) failed\n", dualrail::test::check_failures());
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
+}
