@@ -4,6 +4,7 @@
  * so the same binary compares coll/dualrail with the stock paths.
  *
  *   dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS] [-d cuda] [-r]
+ *                            [-s]
  *
  *   -m  message sizes in bytes, powers of two from MIN to MAX (default 8:16777216)
  *   -i  timed iterations per size (default: 200 up to 64 KiB, 50 up to 1 MiB, 20 above)
@@ -16,6 +17,12 @@
  *   -r  message rate: per size, -i calls back to back after one barrier (no barrier between
  *       them); prints the slowest rank's calls per second instead of latency and bandwidth.
  *       Not with -c (in-place sums repeated back to back leave nothing simple to check)
+ *   -s  split each timed call (latency mode) into the ranks' entry skew (the last rank's entry
+ *       minus the first's: what the barrier before it left) and the time from the last
+ *       entry to the last return (the collective's own critical path); two more columns,
+ *       medians over the calls. The ranks must share one monotonic clock: processes on one
+ *       host, as the lab's nodes are (network namespaces of one kernel); elsewhere the
+ *       columns are meaningless
  *
  * Bus bandwidth = size / time x 2(n-1)/n, the convention of OSU and nccl-tests.
  * Data: MPI_FLOAT, MPI_SUM, as osu_allreduce. MB = 10^6 bytes.
@@ -24,13 +31,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/dr_gpu.h"
 
 static void usage(void)
 {
     fprintf(stderr, "usage: dualrail-allreduce-bench [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] "
-                    "[-T SECONDS] [-d cuda] [-r]\n");
+                    "[-T SECONDS] [-d cuda] [-r] [-s]\n");
+}
+
+/* -s: one clock for every process of the host (MPI_Wtime need not be). */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * -s: from every rank's entry and return times of calls 0..done-1 (times[r * 2 * cap + 2k],
+ * + 1), the medians of the entry skew and of last entry -> last return, in seconds. Sorts
+ * into `work` (done doubles).
+ */
+static void split_medians(const double *times, int size, long cap, long done, double *work,
+                          double *skew, double *crit)
+{
+    for (int pass = 0; pass < 2; ++pass) {
+        for (long k = 0; k < done; ++k) {
+            double first = times[2 * k], last = first, out = times[2 * k + 1];
+            for (int r = 1; r < size; ++r) {
+                const double e = times[(size_t)r * 2 * cap + 2 * k];
+                const double x = times[(size_t)r * 2 * cap + 2 * k + 1];
+                first = e < first ? e : first;
+                last = e > last ? e : last;
+                out = x > out ? x : out;
+            }
+            work[k] = pass == 0 ? last - first : out - last;
+        }
+        qsort(work, (size_t)done, sizeof(double), cmp_double);
+        *(pass == 0 ? skew : crit) = work[done / 2];
+    }
 }
 
 static void fill(float *b, size_t n, int rank, int iter)
@@ -60,7 +107,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     size_t min = 8, max = 16u << 20;
     long iters = -1, warmup = -1;
-    int validate = 0, rate = 0;
+    int validate = 0, rate = 0, split = 0;
     double limit = 30;
     int device = 0;
     for (int i = 1; i < argc; ++i) {
@@ -87,6 +134,8 @@ int main(int argc, char **argv)
             validate = 1;
         } else if (strcmp(argv[i], "-r") == 0) {
             rate = 1;
+        } else if (strcmp(argv[i], "-s") == 0) {
+            split = 1;
         } else {
             if (rank == 0) usage();
             MPI_Abort(MPI_COMM_WORLD, 2);
@@ -95,6 +144,13 @@ int main(int argc, char **argv)
     if (rate && validate) {
         if (rank == 0) {
             fprintf(stderr, "dualrail-allreduce-bench: -r and -c do not combine\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (rate && split) {
+        if (rank == 0) {
+            fprintf(stderr,
+                    "dualrail-allreduce-bench: -s splits the latency mode's calls, not -r's\n");
         }
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -125,8 +181,8 @@ int main(int argc, char **argv)
         if (rate) {
             printf("# %-10s %16s\n", "Size", "Calls/s");
         } else {
-            printf("# %-10s %16s %14s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
-                   validate ? "   Validation" : "");
+            printf("# %-10s %16s %14s%s%s\n", "Size", "Avg Latency(us)", "Bus BW(MB/s)",
+                   split ? "   Skew(us) LastIn->Out(us)" : "", validate ? "   Validation" : "");
         }
         fflush(stdout);
     }
@@ -146,6 +202,16 @@ int main(int argc, char **argv)
         double total = 0;
         long done = 0;
         int bad = 0, stop = 0;
+        /* -s: this rank's entry and return per call; rank 0 gathers every rank's. */
+        double *times = NULL, *all = NULL;
+        if (split) {
+            times = calloc(2 * (size_t)it, sizeof(double));
+            all = rank == 0 ? malloc(sizeof(double) * 2 * (size_t)it * (size_t)size) : NULL;
+            if (times == NULL || (rank == 0 && all == NULL)) {
+                fprintf(stderr, "dualrail-allreduce-bench: -s: cannot hold %ld calls' times\n", it);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
         if (rate) {
             /* Back to back, as a solver's dot products: one barrier, then the calls. Bounded
              * by the count and by the time, which rank 0 checks every 1024 calls for all.
@@ -174,9 +240,14 @@ int main(int argc, char **argv)
                 }
             }
             MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
+            const double t0 = split ? mono_s() : MPI_Wtime();
             MPI_Allreduce(MPI_IN_PLACE, cbuf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            total += MPI_Wtime() - t0;
+            const double t1 = split ? mono_s() : MPI_Wtime();
+            total += t1 - t0;
+            if (split) {
+                times[2 * done] = t0;
+                times[2 * done + 1] = t1;
+            }
             ++done;
             if (validate && device) {
                 mem->copy_async(buf, dbuf, bytes, stream);
@@ -195,12 +266,25 @@ int main(int argc, char **argv)
         int any_bad;
         MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         failures += any_bad;
+        char split_cols[64] = "";
+        if (split) {
+            /* Every rank made `done` calls (the stop flag is rank 0's, broadcast). */
+            MPI_Gather(times, (int)(2 * it), MPI_DOUBLE, all, (int)(2 * it), MPI_DOUBLE, 0,
+                       MPI_COMM_WORLD);
+            if (rank == 0) {
+                double skew = 0, crit = 0;
+                split_medians(all, size, it, done, times, &skew, &crit);
+                snprintf(split_cols, sizeof(split_cols), " %10.2f %16.2f", skew * 1e6, crit * 1e6);
+            }
+            free(times);
+            free(all);
+        }
         if (rank == 0 && rate) {
             printf("%-12zu %16.0f\n", bytes, 1.0 / max_avg);
             fflush(stdout);
         } else if (rank == 0) {
             double busbw = (double)bytes / max_avg * 2.0 * (size - 1) / size / 1e6;
-            printf("%-12zu %16.2f %14.2f%s\n", bytes, max_avg * 1e6, busbw,
+            printf("%-12zu %16.2f %14.2f%s%s\n", bytes, max_avg * 1e6, busbw, split_cols,
                    validate ? (any_bad ? "   FAIL" : "   Pass") : "");
             fflush(stdout);
         }
