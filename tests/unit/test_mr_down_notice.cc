@@ -24,11 +24,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <initializer_list>
 
 #include "../support/check.hpp"
-#include "../support/loopback_config.h"
+#include "../support/mr_pair.hpp"
 #include "mr_internal.hpp"
 
 using dualrail::mr::kAmId;
@@ -37,36 +36,11 @@ using dualrail::mr::kWireVersion;
 using dualrail::mr::Link;
 using dualrail::mr::Mr;
 using dualrail::mr::WireHdr;
+using dualrail::test::mr_pair_open;
+using dualrail::test::now_s;
+using dualrail::test::RawEndpoint;
 
 namespace {
-
-double now_s()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-int pair_open(dr_mr_t **a, dr_mr_t **b)
-{
-    dr_mr_config_t cfg;
-    dr_test_loopback_config(&cfg);
-    cfg.readmit_min = 0.05; /* the probes come 50 ms after the downs */
-    char err[256];
-    if (dr_mr_create(&cfg, 0, a, err, sizeof(err)) != DR_OK ||
-        dr_mr_create(&cfg, 1, b, err, sizeof(err)) != DR_OK) {
-        std::printf("create: %s\n", err);
-        return -1;
-    }
-    const void *addr;
-    size_t len;
-    dr_mr_address(*a, &addr, &len);
-    if (dr_mr_add_peer(*b, 0, addr, len, err, sizeof(err)) != DR_OK) {
-        return -1;
-    }
-    dr_mr_address(*b, &addr, &len);
-    return dr_mr_add_peer(*a, 1, addr, len, err, sizeof(err)) == DR_OK ? 0 : -1;
-}
 
 /* One 8-byte message from src to dst under key, taken by dst (10 s at most). */
 bool exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
@@ -113,96 +87,30 @@ bool readmitted(dr_mr_t *a, dr_mr_t *b)
     return false;
 }
 
-/* A raw UCP worker and endpoint to a's plane, for messages framed as b's. */
-struct Raw {
-    ucp_context_h ctx = nullptr;
-    ucp_worker_h w = nullptr;
-    ucp_ep_h ep = nullptr;
-
-    bool open(dr_mr_t *a)
-    {
-        ucp_params_t params;
-        std::memset(&params, 0, sizeof(params));
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features = UCP_FEATURE_AM;
-        ucp_config_t *config = nullptr;
-        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
-            return false;
-        }
-        ucp_config_modify(config, "NET_DEVICES", "lo");
-        ucp_config_modify(config, "TLS", "tcp");
-        const ucs_status_t st = ucp_init(&params, config, &ctx);
-        ucp_config_release(config);
-        ucp_worker_params_t wp;
-        std::memset(&wp, 0, sizeof(wp));
-        if (st != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK) {
-            return false;
-        }
-        ucp_ep_params_t ep_params;
-        std::memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        ep_params.address = static_cast<Mr *>(a)->planes[0]->address;
-        return ucp_ep_create(w, &ep_params, &ep) == UCS_OK;
+/* b's kDown for plane 0 with down count `count`, from the raw endpoint; a progressed
+ * 200 ms more. */
+bool down_notice(RawEndpoint &raw, dr_mr_t *a, uint64_t count)
+{
+    const WireHdr h{kDown, 0, kWireVersion, 1, 0, 0, count, 0, 0};
+    ucp_request_param_t sp;
+    std::memset(&sp, 0, sizeof(sp));
+    const bool sent = raw.wait(ucp_am_send_nbx(raw.ep, kAmId, &h, sizeof(h), nullptr, 0, &sp), a);
+    for (double end = now_s() + 0.2; now_s() < end;) {
+        ucp_worker_progress(raw.w);
+        dr_mr_progress(a);
     }
-
-    /* b's kDown for plane 0 with down count `count`, delivered to a and progressed 200 ms. */
-    bool down_notice(dr_mr_t *a, uint64_t count)
-    {
-        const WireHdr h{kDown, 0, kWireVersion, 1, 0, 0, count, 0, 0};
-        ucp_request_param_t sp;
-        std::memset(&sp, 0, sizeof(sp));
-        ucs_status_ptr_t r = ucp_am_send_nbx(ep, kAmId, &h, sizeof(h), nullptr, 0, &sp);
-        if (UCS_PTR_IS_ERR(r)) {
-            return false;
-        }
-        for (double end = now_s() + 10;
-             r != nullptr && ucp_request_check_status(r) == UCS_INPROGRESS && now_s() < end;) {
-            ucp_worker_progress(w);
-            dr_mr_progress(a);
-        }
-        const bool sent = r == nullptr || ucp_request_check_status(r) == UCS_OK;
-        if (r != nullptr) {
-            ucp_request_free(r);
-        }
-        for (double end = now_s() + 0.2; now_s() < end;) {
-            ucp_worker_progress(w);
-            dr_mr_progress(a);
-        }
-        return sent;
-    }
-
-    void close()
-    {
-        if (ep != nullptr) {
-            ucp_request_param_t param;
-            std::memset(&param, 0, sizeof(param));
-            param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-            param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-            ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &param);
-            for (double end = now_s() + 2; r != nullptr && !UCS_PTR_IS_ERR(r) &&
-                                           ucp_request_check_status(r) == UCS_INPROGRESS &&
-                                           now_s() < end;) {
-                ucp_worker_progress(w);
-            }
-            if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-                ucp_request_free(r);
-            }
-        }
-        if (w != nullptr) {
-            ucp_worker_destroy(w);
-        }
-        if (ctx != nullptr) {
-            ucp_cleanup(ctx);
-        }
-    }
-};
+    return sent;
+}
 
 } // namespace
 
 int main()
 {
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    cfg.readmit_min = 0.05; /* the probes come 50 ms after the downs */
     dr_mr_t *a = nullptr, *b = nullptr;
-    if (pair_open(&a, &b) != 0) {
+    if (mr_pair_open(&a, &b, &cfg) != 0) {
         std::printf("FAIL: cannot open a pair of contexts on loopback\n");
         return 1;
     }
@@ -223,10 +131,10 @@ int main()
     std::printf("a's link re-admitted with b's down count %u\n", link_of(a, 1)->peer_downs);
     CHECK(link_of(a, 1)->peer_downs == 1, "the pong that re-admitted a's link carried b's count 1");
 
-    Raw raw;
-    CHECK(raw.open(a), "raw UCP endpoint to a's plane");
+    RawEndpoint raw;
+    CHECK(raw.open(a, UCP_FEATURE_AM), "raw UCP endpoint to a's plane");
     /* stale: b's notice of that same loss, arriving after the pong */
-    CHECK(raw.down_notice(a, 1), "stale notice sent");
+    CHECK(down_notice(raw, a, 1), "stale notice sent");
     std::printf("after the stale notice: %s %s\n",
                 link_of(a, 1)->state == DR_LINK_UP ? "up" : "down", link_of(a, 1)->reason.c_str());
     CHECK(link_of(a, 1)->state == DR_LINK_UP,
@@ -234,7 +142,7 @@ int main()
     CHECK(exchange(a, b, 0, 1, 21) && exchange(b, a, 1, 0, 22), "exchange after the stale notice");
 
     /* fresh: a later loss of the plane at b */
-    CHECK(raw.down_notice(a, 2), "fresh notice sent");
+    CHECK(down_notice(raw, a, 2), "fresh notice sent");
     std::printf("after the fresh notice: %s %s\n",
                 link_of(a, 1)->state == DR_LINK_UP ? "up" : "down", link_of(a, 1)->reason.c_str());
     CHECK(link_of(a, 1)->state == DR_LINK_DOWN &&

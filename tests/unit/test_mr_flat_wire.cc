@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "../support/check.hpp"
-#include "../support/loopback_config.h"
+#include "../support/mr_pair.hpp"
 #include "mr_internal.hpp"
 
 using dualrail::mr::AckList;
@@ -36,35 +36,11 @@ using dualrail::mr::kWholeTag;
 using dualrail::mr::kWireVersion;
 using dualrail::mr::Mr;
 using dualrail::mr::WireHdr;
+using dualrail::test::mr_pair_open;
+using dualrail::test::now_s;
+using dualrail::test::RawEndpoint;
 
 namespace {
-
-double now_s()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-int pair_open(dr_mr_t **a, dr_mr_t **b)
-{
-    dr_mr_config_t cfg;
-    dr_test_loopback_config(&cfg);
-    char err[256];
-    if (dr_mr_create(&cfg, 0, a, err, sizeof(err)) != DR_OK ||
-        dr_mr_create(&cfg, 1, b, err, sizeof(err)) != DR_OK) {
-        std::printf("create: %s\n", err);
-        return -1;
-    }
-    const void *addr;
-    size_t len;
-    dr_mr_address(*a, &addr, &len);
-    if (dr_mr_add_peer(*b, 0, addr, len, err, sizeof(err)) != DR_OK) {
-        return -1;
-    }
-    dr_mr_address(*b, &addr, &len);
-    return dr_mr_add_peer(*a, 1, addr, len, err, sizeof(err)) == DR_OK ? 0 : -1;
-}
 
 /* Progress both until src's message under key is taken by dst (10 s at most). */
 dr_status_t take(dr_mr_t *dst, dr_mr_t *src, uint32_t from, uint64_t key, void *buf, size_t cap,
@@ -208,50 +184,24 @@ void test_wire(dr_mr_t *a, dr_mr_t *b)
 }
 
 /* A tag message from the raw endpoint; a progresses too (the endpoint's wire-up needs it). */
-void raw_send(dr_mr_t *a, ucp_worker_h w, ucp_ep_h ep, const void *buf, size_t len)
+void raw_send(dr_mr_t *a, RawEndpoint &raw, const void *buf, size_t len)
 {
     ucp_request_param_t sp;
     sp.op_attr_mask = 0;
-    ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, len, kWholeTag, &sp);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(raw.ep, buf, len, kWholeTag, &sp);
     CHECK(!UCS_PTR_IS_ERR(r), "raw tag send");
-    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-        for (double end = now_s() + 10;
-             ucp_request_check_status(r) == UCS_INPROGRESS && now_s() < end;) {
-            ucp_worker_progress(w);
-            dr_mr_progress(a);
-        }
-        CHECK(ucp_request_check_status(r) == UCS_OK, "raw tag send completes");
-        ucp_request_free(r);
-    }
+    CHECK(raw.wait(r, a), "raw tag send completes");
 }
 
 void test_foreign(dr_mr_t *a, dr_mr_t *b)
 {
-    Mr *ma = a;
-    ucp_params_t params;
-    std::memset(&params, 0, sizeof(params));
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG;
-    ucp_config_t *config = nullptr;
-    ucp_context_h ctx = nullptr;
-    ucp_worker_h w = nullptr;
-    ucp_ep_h ep = nullptr;
-    CHECK(ucp_config_read(nullptr, nullptr, &config) == UCS_OK, "ucp_config_read");
-    ucp_config_modify(config, "NET_DEVICES", "lo");
-    ucp_config_modify(config, "TLS", "tcp");
-    CHECK(ucp_init(&params, config, &ctx) == UCS_OK, "ucp_init");
-    ucp_config_release(config);
-    ucp_worker_params_t wp;
-    std::memset(&wp, 0, sizeof(wp));
-    CHECK(ctx != nullptr && ucp_worker_create(ctx, &wp, &w) == UCS_OK, "ucp_worker_create");
-    ucp_ep_params_t ep_params;
-    std::memset(&ep_params, 0, sizeof(ep_params));
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep_params.address = ma->planes[0]->address;
-    CHECK(w != nullptr && ucp_ep_create(w, &ep_params, &ep) == UCS_OK, "ucp_ep_create");
-    if (ep == nullptr) {
+    RawEndpoint raw;
+    if (!raw.open(a, UCP_FEATURE_TAG)) {
+        CHECK(false, "raw UCP endpoint to a's plane");
+        raw.close();
         return;
     }
+    ucp_worker_h w = raw.w;
     dr_mr_plane_stats_t before{}, after{};
     dr_mr_plane_stats(a, 0, &before);
 
@@ -271,11 +221,11 @@ void test_foreign(dr_mr_t *a, dr_mr_t *b)
     std::vector<char> odd = frame(4000002, 8102, sizeof(good), good, sizeof(good), 0);
     odd.push_back(0); /* 1 byte past the data: not a whole acknowledgement */
     std::vector<char> ok = frame(4000003, 8103, sizeof(good), good, sizeof(good), 1);
-    raw_send(a, w, ep, junk, sizeof(junk));
-    raw_send(a, w, ep, huge.data(), huge.size());
-    raw_send(a, w, ep, lying.data(), lying.size());
-    raw_send(a, w, ep, odd.data(), odd.size());
-    raw_send(a, w, ep, ok.data(), ok.size());
+    raw_send(a, raw, junk, sizeof(junk));
+    raw_send(a, raw, huge.data(), huge.size());
+    raw_send(a, raw, lying.data(), lying.size());
+    raw_send(a, raw, odd.data(), odd.size());
+    raw_send(a, raw, ok.data(), ok.size());
 
     char got[64] = {};
     size_t len = 0;
@@ -299,19 +249,7 @@ void test_foreign(dr_mr_t *a, dr_mr_t *b)
     CHECK(after.rx_segments - before.rx_segments == 1,
           "one data segment arrived, the rest dropped");
 
-    ucp_request_param_t cp;
-    cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t c = ucp_ep_close_nbx(ep, &cp);
-    if (c != nullptr && !UCS_PTR_IS_ERR(c)) {
-        for (double end = now_s() + 5;
-             ucp_request_check_status(c) == UCS_INPROGRESS && now_s() < end;) {
-            ucp_worker_progress(w);
-        }
-        ucp_request_free(c);
-    }
-    ucp_worker_destroy(w);
-    ucp_cleanup(ctx);
+    raw.close();
 
     /* a and b are unharmed: one more message each way */
     const char ping[6] = "after";
@@ -328,7 +266,7 @@ void test_foreign(dr_mr_t *a, dr_mr_t *b)
 int main()
 {
     dr_mr_t *a = nullptr, *b = nullptr;
-    if (pair_open(&a, &b) != 0) {
+    if (mr_pair_open(&a, &b) != 0) {
         std::printf("FAIL: cannot open a pair of contexts on loopback\n");
         return 1;
     }
