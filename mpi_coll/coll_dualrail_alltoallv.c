@@ -73,8 +73,16 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
      * do): it gets one that is neither, of which no byte is read. */
     static const char nothing_to_send;
     const char *sbase = inplace ? NULL : sspan == 0 ? &nothing_to_send : (const char *)sbuf + slo;
+    /* The same for a rank that receives nothing: its receive buffer may be its send buffer
+     * (no byte overlaps), which the algorithm layer would take for in place and send by the
+     * receive counts, all zero: its peers waited for blocks that never came. */
+    static char nothing_to_receive;
+    /* Equal buffers with something received both ways, not MPI_IN_PLACE: erroneous (they
+     * overlap), but each rank decides it alone, so it is sent from a copy rather than taken
+     * for in place, which could hang the peers the same way. */
+    const bool alias = !inplace && !dev_s && sspan != 0 && rspan != 0 && sbase == rbase;
     a.c.sendbuf = sbase;
-    a.c.recvbuf = rbase;
+    a.c.recvbuf = !inplace && rspan == 0 ? &nothing_to_receive : rbase;
     a.window = (int)cm->alltoall_window;
     a.sendcounts = sc;
     a.sdispls = sd;
@@ -86,16 +94,19 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
     dr_status_t st = DR_OK;
     char *host = NULL;
     const dr_coll_args_t user = a.c;
-    if (dev_s || dev_r) {
+    if (dev_s || dev_r || alias) {
         /* A staging failure fails this rank before it communicates (see bcast). */
-        host = malloc((dev_s ? sspan : 0) + (dev_r ? rspan : 0));
+        host = malloc((dev_s || alias ? sspan : 0) + (dev_r ? rspan : 0));
         if (host == NULL) {
             snprintf(err, sizeof(err), "no host memory to stage %zu bytes", sspan + rspan);
             st = DR_ERR_NO_MEMORY;
         } else {
-            char *hrecv = dev_s ? host + sspan : host;
+            char *hrecv = dev_s || alias ? host + sspan : host;
             if (dev_s) {
                 st = mca_coll_dualrail_stage(host, sbase, sspan, sbase, err, sizeof(err));
+                a.c.sendbuf = host;
+            } else if (alias) {
+                memcpy(host, sbase, sspan);
                 a.c.sendbuf = host;
             }
             if (st == DR_OK && dev_r) {

@@ -349,6 +349,107 @@ static void receive_only(void)
     note(ok, "alltoallv: a rank that sends nothing passes NULL as its send buffer");
 }
 
+/*
+ * The mirror: one rank at a time sends to all the others and receives nothing, passing one
+ * buffer as both its send and its receive buffer (not MPI_IN_PLACE: no byte is received, so
+ * none overlaps), its first block at displacement 0; the others receive from it only. The
+ * component took the equal pointers for in place and sent by the receive counts, all zero:
+ * its peers waited for data that never came.
+ */
+static void send_only_aliased(void)
+{
+    const int bytes = 40000;
+    int *cnt = calloc(4 * (size_t)size, sizeof(int)), *sc = cnt, *sd = cnt + size,
+        *rc = sd + size, *rd = rc + size;
+    unsigned char *buf = malloc((size_t)bytes * (size_t)size + 1);
+    if (cnt == NULL || buf == NULL) {
+        fprintf(stderr, "alltoall_check: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    bool ok = true; /* every rank runs every round, whatever it saw */
+    for (int source = 0; source < size; ++source) {
+        memset(cnt, 0, 4 * (size_t)size * sizeof(int));
+        memset(buf, 0xa5, (size_t)bytes * (size_t)size + 1);
+        if (rank == source) {
+            for (int q = 0; q < size; ++q) {
+                sc[q] = q == source ? 0 : bytes;
+                sd[q] = q * bytes;
+                for (int i = 0; q != source && i < bytes; ++i) {
+                    buf[(size_t)q * (size_t)bytes + (size_t)i] =
+                        pattern(source, q, (size_t)i, 99u + (unsigned)source);
+                }
+            }
+        } else {
+            rc[source] = bytes;
+        }
+        void *dbuf = to_dev(buf, (size_t)bytes * (size_t)size + 1);
+        const int r = MPI_Alltoallv(dbuf, sc, sd, MPI_BYTE, dbuf, rc, rd, MPI_BYTE,
+                                    MPI_COMM_WORLD);
+        from_dev(buf, dbuf, (size_t)bytes * (size_t)size + 1);
+        bool good = r == MPI_SUCCESS;
+        for (int i = 0; good && rank != source && i < bytes; ++i) {
+            good = buf[i] == pattern(source, rank, (size_t)i, 99u + (unsigned)source);
+        }
+        for (size_t i = rank == source ? (size_t)bytes * (size_t)size : (size_t)bytes;
+             good && i <= (size_t)bytes * (size_t)size; ++i) {
+            good = buf[i] == 0xa5;
+        }
+        ok &= good;
+        if (!good) {
+            printf("FAILED on rank %d: alltoallv from rank %d, one buffer for sending and "
+                   "receiving there (rc %d)\n", rank, source, r);
+            fflush(stdout);
+        }
+    }
+    free(cnt);
+    free(buf);
+    note(ok, "alltoallv: a rank that receives nothing passes its send buffer as the receive "
+             "buffer");
+}
+
+/*
+ * One buffer as send and receive buffer with blocks going both ways and counts that differ
+ * by direction (not MPI_IN_PLACE: erroneous, the two overlap, and MPI leaves the contents
+ * undefined). What is checked is that the call completes on every rank: taken for in place
+ * (sending by the receive counts), each rank sent its peers block sizes they did not expect.
+ */
+static void aliased_both_ways(void)
+{
+    int *cnt = calloc(4 * (size_t)size, sizeof(int)), *sc = cnt, *sd = cnt + size,
+        *rc = sd + size, *rd = rc + size;
+    if (cnt == NULL) {
+        fprintf(stderr, "alltoall_check: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* rank r sends 1000 * (1 + r + 2q) bytes to q: q receives that from r */
+    size_t send_end = 0, recv_end = 0;
+    for (int q = 0; q < size; ++q) {
+        sc[q] = 1000 * (1 + rank + 2 * q);
+        rc[q] = 1000 * (1 + q + 2 * rank);
+        sd[q] = (int)send_end;
+        rd[q] = (int)recv_end;
+        send_end += (size_t)sc[q];
+        recv_end += (size_t)rc[q];
+    }
+    const size_t n = send_end > recv_end ? send_end : recv_end;
+    unsigned char *buf = malloc(n);
+    if (buf == NULL) {
+        fprintf(stderr, "alltoall_check: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(buf, rank + 1, n);
+    void *dbuf = to_dev(buf, n);
+    const int r = MPI_Alltoallv(dbuf, sc, sd, MPI_BYTE, dbuf, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+    from_dev(buf, dbuf, n);
+    free(cnt);
+    free(buf);
+    if (r != MPI_SUCCESS) {
+        printf("FAILED on rank %d: alltoallv with one buffer both ways returned %d\n", rank, r);
+        fflush(stdout);
+    }
+    note(r == MPI_SUCCESS, "alltoallv: one buffer both ways (not in place) completes");
+}
+
 /* Derived datatypes go to the previous module; holes stay untouched. */
 static void fallbacks(void)
 {
@@ -419,6 +520,8 @@ int main(int argc, char **argv)
         interleaved(comms[c], names[c]);
     }
     receive_only();
+    send_only_aliased();
+    aliased_both_ways();
     fallbacks();
     MPI_Comm_free(&dup);
     MPI_Comm_free(&split);
