@@ -244,7 +244,8 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, c
         set_err(err, errlen, "non-blocking collective: no queue or no completion callback");
         return DR_ERR_INVALID;
     }
-    drop_stale(mr, p); /* before the scheduler's lock: it takes ucx_mr's */
+    /* No drop_stale here: held messages of the calls queued before this one are not stale
+     * (they may still be waiting), and the task drops what is when it runs (c_api_run). */
     Scheduler &s = sched();
     {
         std::lock_guard<std::mutex> lk(s.mu);
@@ -297,6 +298,28 @@ dr_status_t start(dr_mr_t *mr, dr_nb_queue_t *qc, const Params &p, int window, c
 }
 
 } // namespace
+
+uint32_t nb_unfinished_behind(uint32_t comm, uint32_t kind, uint32_t seq)
+{
+    Scheduler &s = sched();
+    if (in_scheduler || s.outstanding.load(std::memory_order_relaxed) == 0) {
+        /* From a task (the scheduler's lock is held): the tasks queued before it on its
+         * communicator have finished, one queue per communicator running oldest first. */
+        return 0;
+    }
+    std::lock_guard<std::mutex> lk(s.mu);
+    uint32_t most = 0;
+    for (const Queue *q : s.run) {
+        for (const Task *t = q->head; t != nullptr; t = t->next) {
+            if (t->p.comm_id == comm && (uint32_t)t->p.kind == kind) {
+                const uint32_t behind = (seq - t->p.seq) & kSeqMask;
+                most = behind <= kStaleMax && behind > most ? behind : most;
+            }
+        }
+    }
+    return most;
+}
+
 } // namespace coll
 } // namespace dualrail
 

@@ -130,7 +130,13 @@ constexpr uint32_t kStaleEvery = 1024, kStaleMin = 1024, kStaleMax = 16384;
 
 struct StaleCalls {
     uint32_t comm, kind, seq;
+    uint32_t min; /* kStaleMin, or more: past the oldest call still queued or running */
 };
+
+/* How far behind call seq of (comm, kind) the oldest non-blocking call of that kind still
+ * queued or running lies, up to kStaleMax; 0 when there is none (dr_coll_nb.cc). A rank
+ * may have any number of them outstanding, and their held messages are not stale. */
+uint32_t nb_unfinished_behind(uint32_t comm, uint32_t kind, uint32_t seq);
 
 inline int stale_call(uint64_t key, void *arg)
 {
@@ -140,15 +146,19 @@ inline int stale_call(uint64_t key, void *arg)
         return 0;
     }
     const uint32_t behind = (s->seq - f.seq) & kSeqMask;
-    return behind >= kStaleMin && behind <= kStaleMax;
+    return behind >= s->min && behind <= kStaleMax;
 }
 
 /* At the start of call p (every kStaleEvery-th of its kind): see StaleCalls. */
 inline void drop_stale(dr_mr_t *mr, const Params &p)
 {
     if (mr != nullptr && (p.seq & (kStaleEvery - 1)) == 0) {
-        StaleCalls s{p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask};
-        (void)dr_mr_drop_unexpected(mr, stale_call, &s);
+        StaleCalls s{p.comm_id, (uint32_t)p.kind, p.seq & kSeqMask, kStaleMin};
+        const uint32_t open = nb_unfinished_behind(s.comm, s.kind, s.seq);
+        s.min = open >= kStaleMin ? open + 1 : kStaleMin;
+        if (s.min <= kStaleMax) {
+            (void)dr_mr_drop_unexpected(mr, stale_call, &s);
+        }
     }
 }
 

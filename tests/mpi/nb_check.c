@@ -369,6 +369,65 @@ static void fallbacks(op_t *ops, MPI_Comm fb)
     a2a_per = 1;
 }
 
+/*
+ * More than 1024 calls outstanding on one communicator. Every 1024th call of a kind drops
+ * the messages held for calls of that kind 1024 or more behind it (a failed call's
+ * leftovers); call 1024 dropped messages of call 0, still running here. The timing: rank 0
+ * starts 200 ms late; the others start call 0 and poll it for 100 ms (MPI_Test), so that a
+ * message of a later step arrives from another early rank and is held while call 0 waits
+ * for rank 0 in an earlier one (recursive doubling: rank 0 folds into rank 1 on 3 ranks, is
+ * rank 1's first partner on 4); then they start calls 1 .. 1099 without polling. Call 0 then waited for ever for the message call 1024 had dropped.
+ * Call 1024 blocking (blocking = 1) or not. Needs 3 ranks or more.
+ */
+static void many_outstanding(int blocking)
+{
+    enum { kCalls = 1100 };
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    int64_t *v = malloc(sizeof(int64_t) * kCalls);
+    MPI_Request *r = malloc(sizeof(MPI_Request) * kCalls);
+    if (v == NULL || r == NULL) {
+        fprintf(stderr, "nb_check: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Barrier(c);
+    const double t0 = MPI_Wtime();
+    while (rank == 0 && MPI_Wtime() < t0 + 0.2) {
+    }
+    for (int i = 0; i < kCalls; ++i) {
+        v[i] = rank + i;
+        r[i] = MPI_REQUEST_NULL;
+        if (i == 1024 && blocking) {
+            check(MPI_Allreduce(MPI_IN_PLACE, &v[i], 1, MPI_INT64_T, MPI_SUM, c) == MPI_SUCCESS,
+                  "blocking MPI_Allreduce among outstanding ones", 0, i);
+        } else {
+            MPI_Iallreduce(MPI_IN_PLACE, &v[i], 1, MPI_INT64_T, MPI_SUM, c, &r[i]);
+        }
+        int flag = 0;
+        while (i == 0 && rank != 0 && MPI_Wtime() < t0 + 0.1) {
+            MPI_Test(&r[0], &flag, MPI_STATUS_IGNORE); /* polled: call 0 waits for rank 0 */
+        }
+    }
+    int done = 0;
+    for (const double end = MPI_Wtime() + 20; !done && MPI_Wtime() < end;) {
+        MPI_Testall(kCalls, r, &done, MPI_STATUSES_IGNORE);
+    }
+    if (!done) {
+        fprintf(stderr, "rank %d: %d MPI_Iallreduce calls outstanding on one communicator%s: "
+                "not all complete after 20 s\n", rank, kCalls, blocking ? " (one blocking)" : "");
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    int ok = 1;
+    for (int i = 0; i < kCalls; ++i) {
+        ok = ok && v[i] == (int64_t)size * (size - 1) / 2 + (int64_t)size * i;
+    }
+    check(ok, blocking ? "1100 allreduces outstanding, one blocking" : "1100 allreduces outstanding",
+          0, 0);
+    free(v);
+    free(r);
+    MPI_Comm_free(&c);
+}
+
 static void *watchdog(void *arg)
 {
     (void)arg;
@@ -436,6 +495,10 @@ int main(int argc, char **argv)
         } else {
             rounds = atoi(argv[a]);
         }
+    }
+    if (dev_mem == NULL && size >= 3) {
+        many_outstanding(0);
+        many_outstanding(1);
     }
     if (dev_mem != NULL) {
         device_kinds(ops, MPI_COMM_WORLD);
