@@ -108,6 +108,11 @@ int Mr::sever_sockets(Link *l)
 void Mr::ep_close(Link *l, bool sever)
 {
     if (l->ep == nullptr) {
+        /* An endpoint that could not be made (issue() flags it so that the link goes
+         * down): nothing to close, and the flag must not outlive the declaration, or every
+         * progress call took the link for a failed probe and moved its next probe one
+         * backoff further: it was never probed again (unit_mr_ep_create_fail). */
+        l->ep_failed = false;
         return;
     }
     if (sever && !l->ep_failed && sever_sockets(l) > 0) {

@@ -83,3 +83,9 @@ target_include_directories(test_mr_down_notice PRIVATE ${PROJECT_SOURCE_DIR}/ucx
 target_link_libraries(test_mr_down_notice PRIVATE dualrail_ucx_mr PkgConfig::UCX)
 add_test(NAME unit_mr_down_notice COMMAND test_mr_down_notice)
 set_tests_properties(unit_mr_down_notice PROPERTIES TIMEOUT 60 LABELS unit)
+# A link whose endpoint cannot be made goes down and is probed again after the backoff.
+add_executable(test_mr_ep_create_fail ${CMAKE_CURRENT_LIST_DIR}/test_mr_ep_create_fail.cc)
+target_include_directories(test_mr_ep_create_fail PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
+target_link_libraries(test_mr_ep_create_fail PRIVATE dualrail_ucx_mr PkgConfig::UCX)
+add_test(NAME unit_mr_ep_create_fail COMMAND test_mr_ep_create_fail)
+set_tests_properties(unit_mr_ep_create_fail PROPERTIES TIMEOUT 60 LABELS unit)

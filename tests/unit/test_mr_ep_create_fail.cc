@@ -1,0 +1,171 @@
+/*
+ * A link whose endpoint cannot be made at all (ucp_ep_create refuses the peer's address at
+ * once) goes down, and is probed again after the backoff like any other down link.
+ *
+ * Before the fix the "endpoint failed" flag set for it outlived the declaration (no
+ * endpoint to close, so nothing cleared it): every progress call then treated the link as a
+ * failed probe and moved its next probe one backoff further, so this side never probed it
+ * again, and the plane stayed down until the peer happened to ping it.
+ *
+ * Two contexts on loopback: a is given, for b's one plane, the address of a UCP worker with
+ * no transport a can reach (UCX_TLS=self), so its first send to b fails the link (and, the
+ * only plane, the peer); b's real address is then put back. Within 5 s a's watchdog must
+ * have probed and re-admitted the link, and a and b exchange again. b never sends on its
+ * own meanwhile (it would ping a and re-admit the link from its side). Every wait bounded.
+ */
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "../support/check.hpp"
+#include "../support/mr_pair.hpp"
+#include "mr_internal.hpp"
+
+using dualrail::mr::Link;
+using dualrail::mr::Mr;
+using dualrail::test::mr_pair_open;
+using dualrail::test::now_s;
+
+namespace {
+
+/* The worker address of a context that has only UCX's "self" transport. */
+struct SelfOnly {
+    ucp_context_h ctx = nullptr;
+    ucp_worker_h w = nullptr;
+    std::vector<uint8_t> addr;
+
+    bool open()
+    {
+        ucp_params_t params;
+        std::memset(&params, 0, sizeof(params));
+        params.field_mask = UCP_PARAM_FIELD_FEATURES;
+        params.features = UCP_FEATURE_AM;
+        ucp_config_t *config = nullptr;
+        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
+            return false;
+        }
+        ucp_config_modify(config, "TLS", "self");
+        const ucs_status_t st = ucp_init(&params, config, &ctx);
+        ucp_config_release(config);
+        ucp_worker_params_t wp;
+        std::memset(&wp, 0, sizeof(wp));
+        if (st != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK) {
+            return false;
+        }
+        ucp_address_t *a = nullptr;
+        size_t len = 0;
+        if (ucp_worker_get_address(w, &a, &len) != UCS_OK) {
+            return false;
+        }
+        addr.assign(reinterpret_cast<uint8_t *>(a), reinterpret_cast<uint8_t *>(a) + len);
+        ucp_worker_release_address(w, a);
+        return true;
+    }
+
+    void close()
+    {
+        if (w != nullptr) {
+            ucp_worker_destroy(w);
+        }
+        if (ctx != nullptr) {
+            ucp_cleanup(ctx);
+        }
+    }
+};
+
+/* An 8-byte message from src to dst under key, taken by dst (5 s at most): its status. */
+dr_status_t exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
+{
+    const uint64_t v = key * 7 + 1;
+    dr_mr_req_t *s = nullptr;
+    dr_status_t st = dr_mr_isend(src, to, key, &v, sizeof(v), &s);
+    if (st != DR_OK) {
+        return st;
+    }
+    uint64_t got = 0;
+    size_t len = 0;
+    st = DR_INPROGRESS;
+    dr_status_t ss = DR_INPROGRESS;
+    for (double end = now_s() + 5; (st == DR_INPROGRESS || ss == DR_INPROGRESS) && now_s() < end;) {
+        dr_mr_progress(src);
+        dr_mr_progress(dst);
+        if (st == DR_INPROGRESS) {
+            st = dr_mr_take(dst, from, key, &got, sizeof(got), &len);
+        }
+        if (ss == DR_INPROGRESS) {
+            ss = dr_mr_test(src, s, nullptr);
+        }
+        if (ss != DR_INPROGRESS && ss != DR_OK) {
+            break; /* the send failed: nothing will come */
+        }
+    }
+    dr_mr_req_free(src, s);
+    if (ss != DR_OK) {
+        return ss;
+    }
+    return st == DR_OK && (len != sizeof(v) || got != v) ? DR_ERR_INVALID : st;
+}
+
+} // namespace
+
+int main()
+{
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    cfg.readmit_min = 0.05; /* the first probe 50 ms after the down */
+    cfg.readmit_max = 0.2;
+    dr_mr_t *a = nullptr, *b = nullptr;
+    SelfOnly self;
+    if (mr_pair_open(&a, &b, &cfg) != 0 || !self.open()) {
+        std::printf("FAIL: cannot open two contexts and a self-only worker\n");
+        return 1;
+    }
+    Mr *ma = a;
+    Link *l = ma->peers[1]->links[0].get();
+    const std::vector<uint8_t> real = ma->peers[1]->addrs[0];
+    ma->peers[1]->addrs[0] = self.addr; /* before a's first endpoint to b */
+
+    /* A send of 64 KiB + 1 (not copied: it completes only with b's acknowledgement). */
+    std::vector<char> big(64 * 1024 + 1, 'x');
+    dr_mr_req_t *s = nullptr;
+    dr_status_t st = dr_mr_isend(a, 1, 5, big.data(), big.size(), &s);
+    for (double end = now_s() + 5; st == DR_OK && s != nullptr && now_s() < end;) {
+        dr_mr_progress(a);
+        if ((st = dr_mr_test(a, s, nullptr)) != DR_INPROGRESS) {
+            break;
+        }
+        st = DR_OK;
+    }
+    if (s != nullptr) {
+        dr_mr_req_free(a, s);
+    }
+    std::printf("the send to an unreachable address: %s; the link %s (%s)\n", dr_status_str(st),
+                l->state == DR_LINK_UP ? "up" : "down", l->reason.c_str());
+    CHECK(st == DR_ERR_PEER_UNREACHABLE, "a send over an endpoint that cannot be made fails");
+    CHECK(l->state == DR_LINK_DOWN, "and downs the link");
+
+    ma->peers[1]->addrs[0] = real;
+    bool up = false;
+    for (double end = now_s() + 5; !up && now_s() < end;) {
+        dr_mr_progress(a);
+        dr_mr_progress(b); /* answers a's probe; sends nothing of its own */
+        up = l->state == DR_LINK_UP;
+    }
+    std::printf("with the real address back: the link %s, %u probe(s)\n", up ? "up" : "down",
+                l->probe_id);
+    CHECK(up, "the watchdog probes the link again and re-admits it");
+    CHECK(exchange(a, b, 0, 1, 21) == DR_OK && exchange(b, a, 1, 0, 22) == DR_OK,
+          "an exchange each way after the re-admission");
+    dr_mr_destroy(a);
+    dr_mr_destroy(b);
+    self.close();
+    if (dualrail::test::check_failures() != 0) {
+        std::printf("%d check(s) failed\n", dualrail::test::check_failures());
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
+}
