@@ -8,6 +8,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -55,6 +56,29 @@ inline int mr_pair_open(dr_mr_t **a, dr_mr_t **b, const dr_mr_config_t *cfg = nu
     return 0;
 }
 
+/* A UCP context and worker of their own: UCX_TLS tls, UCX_NET_DEVICES devices unless null. */
+inline bool ucp_open(uint64_t features, const char *tls, const char *devices, ucp_context_h *ctx,
+                     ucp_worker_h *w)
+{
+    ucp_params_t params;
+    std::memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = features;
+    ucp_config_t *config = nullptr;
+    if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
+        return false;
+    }
+    if (devices != nullptr) {
+        ucp_config_modify(config, "NET_DEVICES", devices);
+    }
+    ucp_config_modify(config, "TLS", tls);
+    const ucs_status_t st = ucp_init(&params, config, ctx);
+    ucp_config_release(config);
+    ucp_worker_params_t wp;
+    std::memset(&wp, 0, sizeof(wp));
+    return st == UCS_OK && ucp_worker_create(*ctx, &wp, w) == UCS_OK;
+}
+
 /* A UCP context, worker and endpoint of its own (TCP on lo) to a context's plane 0. */
 struct RawEndpoint {
     ucp_context_h ctx = nullptr;
@@ -64,21 +88,7 @@ struct RawEndpoint {
     /* features: UCP_FEATURE_TAG for kWholeTag messages, UCP_FEATURE_AM for the others. */
     bool open(dr_mr_t *to, uint64_t features)
     {
-        ucp_params_t params;
-        std::memset(&params, 0, sizeof(params));
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features = features;
-        ucp_config_t *config = nullptr;
-        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
-            return false;
-        }
-        ucp_config_modify(config, "NET_DEVICES", "lo");
-        ucp_config_modify(config, "TLS", "tcp");
-        const ucs_status_t st = ucp_init(&params, config, &ctx);
-        ucp_config_release(config);
-        ucp_worker_params_t wp;
-        std::memset(&wp, 0, sizeof(wp));
-        if (st != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK) {
+        if (!ucp_open(features, "tcp", "lo", &ctx, &w)) {
             return false;
         }
         ucp_ep_params_t ep_params;

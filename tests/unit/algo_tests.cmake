@@ -70,22 +70,19 @@ target_include_directories(test_mr_health_rules PRIVATE ${PROJECT_SOURCE_DIR}/uc
 add_test(NAME unit_mr_health_rules COMMAND test_mr_health_rules)
 set_tests_properties(unit_mr_health_rules PROPERTIES TIMEOUT 60 LABELS unit)
 
+# Tests that read a ucx_mr context's internals (ucx_mr/mr_internal.hpp) over loopback:
+# test_mr_NAME.cc as unit_mr_NAME.
+function(dr_mr_internal_test name)
+  add_executable(test_mr_${name} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/test_mr_${name}.cc)
+  target_include_directories(test_mr_${name} PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
+  target_link_libraries(test_mr_${name} PRIVATE dualrail_ucx_mr PkgConfig::UCX)
+  add_test(NAME unit_mr_${name} COMMAND test_mr_${name})
+  set_tests_properties(unit_mr_${name} PROPERTIES TIMEOUT 60 LABELS unit)
+endfunction()
 # A flat send's wire: one UCP tag message (ucx_mr/mr_internal.hpp, kWholeTag); foreign or
-# malformed ones dropped (mr_flat.cc, tag_receive). Reads the context's planes directly.
-add_executable(test_mr_flat_wire ${CMAKE_CURRENT_LIST_DIR}/test_mr_flat_wire.cc)
-target_include_directories(test_mr_flat_wire PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
-target_link_libraries(test_mr_flat_wire PRIVATE dualrail_ucx_mr PkgConfig::UCX)
-add_test(NAME unit_mr_flat_wire COMMAND test_mr_flat_wire)
-set_tests_properties(unit_mr_flat_wire PROPERTIES TIMEOUT 60 LABELS unit)
+# malformed ones dropped (mr_flat.cc, tag_receive).
+dr_mr_internal_test(flat_wire)
 # A peer's down notice older than the probe's pong that re-admitted the link is ignored.
-add_executable(test_mr_down_notice ${CMAKE_CURRENT_LIST_DIR}/test_mr_down_notice.cc)
-target_include_directories(test_mr_down_notice PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
-target_link_libraries(test_mr_down_notice PRIVATE dualrail_ucx_mr PkgConfig::UCX)
-add_test(NAME unit_mr_down_notice COMMAND test_mr_down_notice)
-set_tests_properties(unit_mr_down_notice PROPERTIES TIMEOUT 60 LABELS unit)
+dr_mr_internal_test(down_notice)
 # A link whose endpoint cannot be made goes down and is probed again after the backoff.
-add_executable(test_mr_ep_create_fail ${CMAKE_CURRENT_LIST_DIR}/test_mr_ep_create_fail.cc)
-target_include_directories(test_mr_ep_create_fail PRIVATE ${PROJECT_SOURCE_DIR}/ucx_mr)
-target_link_libraries(test_mr_ep_create_fail PRIVATE dualrail_ucx_mr PkgConfig::UCX)
-add_test(NAME unit_mr_ep_create_fail COMMAND test_mr_ep_create_fail)
-set_tests_properties(unit_mr_ep_create_fail PROPERTIES TIMEOUT 60 LABELS unit)
+dr_mr_internal_test(ep_create_fail)

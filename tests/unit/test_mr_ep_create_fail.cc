@@ -39,20 +39,7 @@ struct SelfOnly {
 
     bool open()
     {
-        ucp_params_t params;
-        std::memset(&params, 0, sizeof(params));
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features = UCP_FEATURE_AM;
-        ucp_config_t *config = nullptr;
-        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
-            return false;
-        }
-        ucp_config_modify(config, "TLS", "self");
-        const ucs_status_t st = ucp_init(&params, config, &ctx);
-        ucp_config_release(config);
-        ucp_worker_params_t wp;
-        std::memset(&wp, 0, sizeof(wp));
-        if (st != UCS_OK || ucp_worker_create(ctx, &wp, &w) != UCS_OK) {
+        if (!dualrail::test::ucp_open(UCP_FEATURE_AM, "self", nullptr, &ctx, &w)) {
             return false;
         }
         ucp_address_t *a = nullptr;
