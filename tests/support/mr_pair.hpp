@@ -56,6 +56,40 @@ inline int mr_pair_open(dr_mr_t **a, dr_mr_t **b, const dr_mr_config_t *cfg = nu
     return 0;
 }
 
+/* An 8-byte message from src to dst under key, taken by dst (5 s at most):
+ * DR_OK, the send's or the receive's error, or DR_ERR_INVALID for other bytes. */
+inline dr_status_t mr_exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
+{
+    const uint64_t v = key * 7 + 1;
+    dr_mr_req_t *s = nullptr;
+    dr_status_t st = dr_mr_isend(src, to, key, &v, sizeof(v), &s);
+    if (st != DR_OK) {
+        return st;
+    }
+    uint64_t got = 0;
+    size_t len = 0;
+    st = DR_INPROGRESS;
+    dr_status_t ss = DR_INPROGRESS;
+    for (double end = now_s() + 5; (st == DR_INPROGRESS || ss == DR_INPROGRESS) && now_s() < end;) {
+        dr_mr_progress(src);
+        dr_mr_progress(dst);
+        if (st == DR_INPROGRESS) {
+            st = dr_mr_take(dst, from, key, &got, sizeof(got), &len);
+        }
+        if (ss == DR_INPROGRESS) {
+            ss = dr_mr_test(src, s, nullptr);
+        }
+        if (ss != DR_INPROGRESS && ss != DR_OK) {
+            break; /* the send failed: nothing will come */
+        }
+    }
+    dr_mr_req_free(src, s);
+    if (ss != DR_OK) {
+        return ss;
+    }
+    return st == DR_OK && (len != sizeof(v) || got != v) ? DR_ERR_INVALID : st;
+}
+
 /* A UCP context and worker of their own: UCX_TLS tls, UCX_NET_DEVICES devices unless null. */
 inline bool ucp_open(uint64_t features, const char *tls, const char *devices, ucp_context_h *ctx,
                      ucp_worker_h *w)

@@ -36,37 +36,12 @@ using dualrail::mr::kWireVersion;
 using dualrail::mr::Link;
 using dualrail::mr::Mr;
 using dualrail::mr::WireHdr;
+using dualrail::test::mr_exchange;
 using dualrail::test::mr_pair_open;
 using dualrail::test::now_s;
 using dualrail::test::RawEndpoint;
 
 namespace {
-
-/* One 8-byte message from src to dst under key, taken by dst (10 s at most). */
-bool exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
-{
-    const uint64_t v = key * 7 + 1;
-    dr_mr_req_t *s = nullptr;
-    if (dr_mr_isend(src, to, key, &v, sizeof(v), &s) != DR_OK) {
-        return false;
-    }
-    uint64_t got = 0;
-    size_t len = 0;
-    dr_status_t st = DR_INPROGRESS;
-    for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
-        dr_mr_progress(src);
-        dr_mr_progress(dst);
-        st = dr_mr_take(dst, from, key, &got, sizeof(got), &len);
-    }
-    dr_status_t ss = DR_INPROGRESS;
-    for (double end = now_s() + 10; ss == DR_INPROGRESS && now_s() < end;) {
-        dr_mr_progress(src);
-        dr_mr_progress(dst);
-        ss = dr_mr_test(src, s, nullptr);
-    }
-    dr_mr_req_free(src, s);
-    return st == DR_OK && ss == DR_OK && len == sizeof(v) && got == v;
-}
 
 Link *link_of(dr_mr_t *m, uint32_t peer)
 {
@@ -114,7 +89,8 @@ int main()
         std::printf("FAIL: cannot open a pair of contexts on loopback\n");
         return 1;
     }
-    CHECK(exchange(a, b, 0, 1, 11) && exchange(b, a, 1, 0, 12), "first exchange each way");
+    CHECK(mr_exchange(a, b, 0, 1, 11) == DR_OK && mr_exchange(b, a, 1, 0, 12) == DR_OK,
+          "first exchange each way");
 
     /* The plane fails for both: each side's endpoint reports an error, as UCX's callback
      * would (its sockets are not severed: lo carries the raw endpoint too), and progress
@@ -139,7 +115,8 @@ int main()
                 link_of(a, 1)->state == DR_LINK_UP ? "up" : "down", link_of(a, 1)->reason.c_str());
     CHECK(link_of(a, 1)->state == DR_LINK_UP,
           "a notice no newer than the re-admitting pong leaves the link up");
-    CHECK(exchange(a, b, 0, 1, 21) && exchange(b, a, 1, 0, 22), "exchange after the stale notice");
+    CHECK(mr_exchange(a, b, 0, 1, 21) == DR_OK && mr_exchange(b, a, 1, 0, 22) == DR_OK,
+          "exchange after the stale notice");
 
     /* fresh: a later loss of the plane at b */
     CHECK(down_notice(raw, a, 2), "fresh notice sent");

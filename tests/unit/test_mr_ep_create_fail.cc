@@ -26,6 +26,7 @@
 
 using dualrail::mr::Link;
 using dualrail::mr::Mr;
+using dualrail::test::mr_exchange;
 using dualrail::test::mr_pair_open;
 using dualrail::test::now_s;
 
@@ -62,39 +63,6 @@ struct SelfOnly {
         }
     }
 };
-
-/* An 8-byte message from src to dst under key, taken by dst (5 s at most): its status. */
-dr_status_t exchange(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key)
-{
-    const uint64_t v = key * 7 + 1;
-    dr_mr_req_t *s = nullptr;
-    dr_status_t st = dr_mr_isend(src, to, key, &v, sizeof(v), &s);
-    if (st != DR_OK) {
-        return st;
-    }
-    uint64_t got = 0;
-    size_t len = 0;
-    st = DR_INPROGRESS;
-    dr_status_t ss = DR_INPROGRESS;
-    for (double end = now_s() + 5; (st == DR_INPROGRESS || ss == DR_INPROGRESS) && now_s() < end;) {
-        dr_mr_progress(src);
-        dr_mr_progress(dst);
-        if (st == DR_INPROGRESS) {
-            st = dr_mr_take(dst, from, key, &got, sizeof(got), &len);
-        }
-        if (ss == DR_INPROGRESS) {
-            ss = dr_mr_test(src, s, nullptr);
-        }
-        if (ss != DR_INPROGRESS && ss != DR_OK) {
-            break; /* the send failed: nothing will come */
-        }
-    }
-    dr_mr_req_free(src, s);
-    if (ss != DR_OK) {
-        return ss;
-    }
-    return st == DR_OK && (len != sizeof(v) || got != v) ? DR_ERR_INVALID : st;
-}
 
 } // namespace
 
@@ -144,7 +112,7 @@ int main()
     std::printf("with the real address back: the link %s, %u probe(s)\n", up ? "up" : "down",
                 l->probe_id);
     CHECK(up, "the watchdog probes the link again and re-admits it");
-    CHECK(exchange(a, b, 0, 1, 21) == DR_OK && exchange(b, a, 1, 0, 22) == DR_OK,
+    CHECK(mr_exchange(a, b, 0, 1, 21) == DR_OK && mr_exchange(b, a, 1, 0, 22) == DR_OK,
           "an exchange each way after the re-admission");
     dr_mr_destroy(a);
     dr_mr_destroy(b);
