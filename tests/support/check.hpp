@@ -1,6 +1,6 @@
 /*
  * The plain C++ unit tests' check (no test framework): a failed condition prints its line
- * and counts; main returns non-zero when any did (check_failures()).
+ * and counts; main returns check_report(): "ok" and 0, or the count and 1.
  */
 #ifndef DUALRAIL_TESTS_SUPPORT_CHECK_HPP
 #define DUALRAIL_TESTS_SUPPORT_CHECK_HPP
@@ -14,6 +14,17 @@ inline int &check_failures()
 {
     static int n = 0;
     return n;
+}
+
+/* main's verdict: "ok" and 0 when every check held, else the failures' count and 1. */
+inline int check_report()
+{
+    if (check_failures() != 0) {
+        std::printf("%d check(s) failed\n", check_failures());
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
 }
 
 } // namespace test

@@ -128,10 +128,5 @@ int main()
     raw.close();
     dr_mr_destroy(a);
     dr_mr_destroy(b);
-    if (dualrail::test::check_failures() != 0) {
-        std::printf("%d check(s) failed\n", dualrail::test::check_failures());
-        return 1;
-    }
-    std::printf("ok\n");
-    return 0;
+    return dualrail::test::check_report();
 }

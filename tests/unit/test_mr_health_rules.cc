@@ -55,7 +55,5 @@ int main()
     w = watch_link(now, 0, now - 4000000, false, true, kProbe, kPeerTimeout);
     CHECK(w.silent && w.ping, "a link never heard from since the call began 4 s ago");
 
-    std::printf(dualrail::test::check_failures() == 0 ? "ok\n" : "%d failure(s)\n",
-                dualrail::test::check_failures());
-    return dualrail::test::check_failures() == 0 ? 0 : 1;
+    return dualrail::test::check_report();
 }
