@@ -35,6 +35,9 @@ bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
         clock = now_us();
         p->busy_since = clock;
     }
+    if (len > kFlatInline && (f.block = block_get()) == nullptr) {
+        return false; /* out of memory: the general path reports it */
+    }
     p->next_msg_id = id + 1 != 0 ? id + 1 : 1; /* 0 means "no acknowledgement" in a header */
     f.msg_id = id;
     f.live = true;
@@ -66,6 +69,7 @@ bool Mr::flat_ack(Peer *p, uint32_t msg_id, uint64_t now, bool live)
     /* Nobody waits for it (no `finished`): its caller had it complete when posted. */
     f.live = false;
     --p->flat_live;
+    flat_settle(f);
     if (live) {
         note_progress(p->links[f.plane].get(), now); /* ack_progress: its one plane */
     }
@@ -96,6 +100,7 @@ void Mr::flat_to_reqs(Peer *p)
         p->sends.push_back(r);
         f.live = false; /* the slot stays held while UCX reads it (ops) */
         --p->flat_live;
+        flat_settle(f);
     }
 }
 

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -231,7 +232,8 @@ struct Req {
 /*
  * A send of a whole small message (at most kFlatBytes, copied) that goes straight out on
  * an idle link is kept in its peer's ring of FlatSends instead of a Req: slot msg_id %
- * kFlatSlots holds the copy a plane loss re-sends, and the acknowledgement finds it by
+ * kFlatSlots holds the copy a plane loss re-sends (up to kFlatInline bytes in the slot,
+ * longer ones in a block of Mr::blocks while the slot is live), and the acknowledgement finds it by
  * that index. The caller gets a token, not a request (flat_handle below): the send is
  * complete when posted, as any copied send. A Req per such send (taken, reset, listed,
  * found again by the acknowledgement in the peer's list, swept, recycled) was most of
@@ -243,7 +245,7 @@ struct Req {
  * (flat_to_reqs), which the re-routing then handles as it handles every copied send.
  */
 constexpr uint32_t kFlatSlots = 16;
-constexpr size_t kFlatBytes = 256;
+constexpr size_t kFlatInline = 256;
 
 /*
  * A data segment that is a whole message of up to kTagWholeMax bytes travels as one UCP tag
@@ -255,9 +257,10 @@ constexpr size_t kFlatBytes = 256;
  * (uct_ep_am_short_iov: an iovec and a sendmsg system call), a tag message of up to its
  * UCX_TCP_SENDV_THRESH (2 KiB by default, kTagWireMax) as one packed buffer through send():
  * raw UCP measured 4.45 against 4.24 us per 8-byte exchange on the lab (5 interleaved runs;
- * docs/small-messages.md, Round 18). A flat send's message is laid out so in its slot
- * (FlatSend::wire, post_flat); any other is packed into Mr::tag_out and sent only if UCX
- * takes it at once (post_whole), else as an active message. The receiver takes them out of
+ * docs/small-messages.md, Round 18). A flat send's message (every whole message that can
+ * go flat) is laid out so in its slot or block (FlatSend::wire(), post_flat); any other is
+ * packed into Mr::tag_out and sent only if UCX takes it at once (post_whole), else as an
+ * active message. The receiver takes them out of
  * UCP's unexpected queue after each poll of a plane that had events (Mr::poll, tag_receive)
  * and hands them to on_am as any data segment: the duplicate filter, acknowledgements and
  * re-routing see no difference. Control messages and the segments of larger messages stay
@@ -265,8 +268,12 @@ constexpr size_t kFlatBytes = 256;
  */
 constexpr ucp_tag_t kWholeTag = 0x4452574845000000ull; /* "DRWHE" */
 constexpr size_t kTagWholeMax = kTagWireMax - sizeof(WireHdr) - sizeof(uint32_t) * kAckList;
-constexpr size_t kFlatWire = sizeof(WireHdr) + kFlatBytes + sizeof(uint32_t) * kAckList;
-static_assert(kFlatWire <= kTagWireMax, "a flat send is a whole message that travels tagged");
+/* Every whole message goes flat when it can (up to 256 bytes only before the twenty-first
+ * round of issue 11: a 257-1952-byte message took a Req on the sender and a posted receive
+ * on the receiver, about 770 instructions per 1 KiB exchange more, perf/instr_count.sh). */
+constexpr size_t kFlatBytes = kTagWholeMax;
+constexpr size_t kFlatWireInline = sizeof(WireHdr) + kFlatInline + sizeof(uint32_t) * kAckList;
+static_assert(DR_MR_TAKE_MAX == kTagWholeMax, "dr_mr_take takes every whole small message");
 
 struct FlatSend {
     uint32_t msg_id = 0;
@@ -275,19 +282,24 @@ struct FlatSend {
     uint16_t ops = 0; /* UCX operations still reading wire */
     uint32_t len = 0;
     uint64_t key = 0;
-    /* the message as it travels; the header and acknowledgements are written at each post */
-    alignas(8) char wire[kFlatWire];
+    /* The message as it travels (the header and acknowledgements are written at each post):
+     * in the slot up to kFlatInline bytes, else in `block` (Mr::block_get, given back by
+     * Mr::flat_settle once the slot is free), so that a ring costs 6 KiB, not 33. */
+    alignas(8) char inline_wire[kFlatWireInline];
+    char *block = nullptr;
 
-    char *data() { return wire + sizeof(WireHdr); }
+    char *wire() { return len <= kFlatInline ? inline_wire : block; }
+    char *data() { return wire() + sizeof(WireHdr); }
     bool free() const { return !live && ops == 0; }
 };
 
 /* Segments up to this size that arrive before their receive are held inside their
- * Unexpected entry: a message that beats its receive (a broadcast's non-root, a gather's
- * root, a peer one call ahead) cost a malloc, a free and a cache miss on a fresh block.
- * dr_mr_take receives every small message this way: up to a flat send's size. */
-constexpr size_t kUnexpectedInline = DR_MR_TAKE_MAX;
-static_assert(kUnexpectedInline >= kFlatBytes, "a flat send is held without an allocation");
+ * Unexpected entry, longer whole messages (up to kTagWholeMax) in a block of Mr::blocks: a
+ * message that beats its receive (a broadcast's non-root, a gather's root, a peer one call
+ * ahead) cost a malloc, a free and a cache miss on a fresh block. dr_mr_take receives
+ * every whole small message this way. */
+constexpr size_t kUnexpectedInline = kFlatInline;
+static_assert(kTagWholeMax + sizeof(WireHdr) <= kTagWireMax, "a block holds a whole message");
 
 struct Unexpected {
     /* held stays uninitialised: filled up to `length` where it is used (on_am) */
@@ -298,7 +310,8 @@ struct Unexpected {
     uint64_t offset;
     uint64_t length;
     void *data;                  /* nullptr: the bytes are in `held` (or there are none) */
-    bool ucx_owned;              /* release with ucp_am_data_release, else free() */
+    bool ucx_owned;              /* release with ucp_am_data_release, */
+    bool pooled;                 /* else with block_put, else free() */
     int plane;
     uint64_t at;                 /* arrival time: the delivery spans count from arrivals */
     unsigned char held[kUnexpectedInline];
@@ -430,6 +443,11 @@ struct Mr {
      * (perf/peer_scaling.sh).
      */
     std::vector<Peer *> active;
+    /* Blocks of kTagWireMax bytes for whole messages longer than an inline slot: flat
+     * sends' copies (FlatSend::block) and held early messages (Unexpected::pooled). Made on
+     * demand, never freed before the context: as many as were ever in use at once. */
+    std::vector<std::unique_ptr<char[]>> blocks;
+    std::vector<char *> blocks_free;
     dr_mr_work_stats_t work{};    /* dr_mr_work */
     /* now_us() read once per dr_mr_progress: what UCX callbacks run inside it stamp their
      * facts with (a clock read per message cost more than the rest of its bookkeeping). */
@@ -518,6 +536,32 @@ struct Mr {
      * peer that fit on it. */
     void post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t total, uint64_t offset,
                    const char *data, uint64_t len);
+    /* A free block of kTagWireMax bytes (made if none), nullptr when out of memory. */
+    char *block_get()
+    {
+        if (blocks_free.empty()) {
+            char *b = new (std::nothrow) char[kTagWireMax];
+            if (b == nullptr) {
+                return nullptr;
+            }
+            blocks.emplace_back(b);
+            ++work.blocks;
+            return b;
+        }
+        char *b = blocks_free.back();
+        blocks_free.pop_back();
+        return b;
+    }
+    void block_put(char *b) { blocks_free.push_back(b); }
+    /* f's block back to the pool once nothing needs it (acknowledged, or turned into a
+     * Req, and UCX done reading it). */
+    void flat_settle(FlatSend &f)
+    {
+        if (f.block != nullptr && f.free()) {
+            block_put(f.block);
+            f.block = nullptr;
+        }
+    }
     /* dr_mr_isend's flat path (FlatSend); false: the send takes the general path. */
     bool flat_send(Peer *p, uint64_t key, const void *buf, size_t len);
     /* op's header (post_data's) and acknowledgements into its flat send's wire, sent as a tag

@@ -170,7 +170,7 @@ static size_t frame_tagged(char *wire, const Op *op, uint64_t len)
 
 void Mr::post_flat(Op *op, Link *l, uint64_t len)
 {
-    char *wire = op->flat->wire;
+    char *wire = op->flat->wire();
     const size_t n = frame_tagged(wire, op, len);
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -292,6 +292,7 @@ void Mr::on_op_done(Op *op, ucs_status_t status)
             if (op->flat->ops > 0) {
                 --op->flat->ops;
             }
+            flat_settle(*op->flat);
         } else if (op->req->gen == op->req_gen && op->req->ops > 0) {
             --op->req->ops;
         }
@@ -423,11 +424,14 @@ void Mr::unexpected_release(Unexpected &u)
 {
     if (u.ucx_owned) {
         ucp_am_data_release(planes[u.plane]->worker, u.data);
+    } else if (u.pooled) {
+        block_put(static_cast<char *>(u.data));
     } else {
         free(u.data);
     }
     u.data = nullptr;
     u.ucx_owned = false;
+    u.pooled = false;
 }
 
 void Mr::recv_match_unexpected(Peer *p, Req *r)
@@ -536,6 +540,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
         u.length = len;
         u.data = data;
         u.ucx_owned = false;
+        u.pooled = false;
         u.plane = pl->index;
         u.at = now;
         if (recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
@@ -546,6 +551,9 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
             if (len != 0) {
                 memcpy(u.held, data, len);
             }
+        } else if (len <= kTagWholeMax && (u.data = block_get()) != nullptr) {
+            u.pooled = true; /* a whole small message: dr_mr_take's, without an allocation */
+            memcpy(u.data, data, len);
         } else {
             u.data = malloc(len);
             if (u.data == nullptr) {

@@ -163,10 +163,10 @@ dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, siz
  * DR_INPROGRESS and nothing changes: nothing held, a message in pieces or too large (a
  * receive posted for it reports that). A waiter that calls it between dr_mr_progress calls
  * receives a small message in a fraction of a posted receive's work; for messages of up to
- * DR_MR_TAKE_MAX bytes, which are held without an allocation. DR_ERR_INVALID on bad
- * arguments.
+ * DR_MR_TAKE_MAX bytes (every message ucx_mr sends whole), which are held without an
+ * allocation in steady state. DR_ERR_INVALID on bad arguments.
  */
-#define DR_MR_TAKE_MAX 256
+#define DR_MR_TAKE_MAX 1952
 dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
                        size_t *len);
 
@@ -288,6 +288,10 @@ typedef struct dr_mr_work_stats {
     uint64_t flat_sends;
     /* messages received by dr_mr_take, without a request */
     uint64_t takes;
+    /* blocks of 2 KiB made for whole messages of 257..DR_MR_TAKE_MAX bytes (flat sends'
+     * copies, early messages held): reused, so this follows how many were ever in use at
+     * once, not the messages */
+    uint64_t blocks;
 } dr_mr_work_stats_t;
 
 void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);

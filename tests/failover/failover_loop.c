@@ -38,7 +38,7 @@
  * stop decision, so all ranks make the same number of calls and leave the
  * loop together, also when some of them got an error.
  *
- *   failover_loop [--size small|large | --bytes N[,N...]] [--seconds S]
+ *   failover_loop [--size small|whole|large | --bytes N[,N...]] [--seconds S]
  *                 [--max-iters N] [--errors-return] [--mem-after S]
  *                 [--mem-trace S] [--after-error N] [--timeline] [--device]
  *                 [--coll allreduce|iallreduce|bcast|allgather|allgatherv|alltoall|
@@ -49,6 +49,9 @@
  *   --size small    8 KiB and 32 KiB alternately: recursive doubling (below
  *                   coll_dualrail_allreduce_rd_max_bytes, 64 KiB), one whole
  *                   message on one plane and one striped over both
+ *   --size whole    8, 1000 and 1952 bytes in turn: recursive doubling's messages
+ *                   whole, as ucx_mr's flat sends (the copy a plane loss re-sends
+ *                   in the ring's slot, or in a block past 256 bytes)
  *   --size large    4 MiB and 3000004 bytes alternately: the ring (the odd
  *                   count gives uneven blocks)
  *   --bytes LIST    the sizes to cycle through (multiples of 4)
@@ -220,7 +223,7 @@ static void usage(void)
 {
     if (rank == 0) {
         fprintf(stderr,
-                "usage: failover_loop [--size small|large | --bytes N[,N...]] "
+                "usage: failover_loop [--size small|whole|large | --bytes N[,N...]] "
                 "[--seconds S] [--max-iters N] [--errors-return] [--mem-after S] [--mem-trace S] "
                 "[--after-error N] [--timeline] [--device] "
                 "[--coll allreduce|iallreduce|bcast|allgather|allgatherv|alltoall|alltoallv|"
@@ -312,6 +315,8 @@ int main(int argc, char **argv)
             size_name = v;
             if (strcmp(v, "small") == 0) {
                 bad = parse_sizes("8192,32768", sizes, &nsizes);
+            } else if (strcmp(v, "whole") == 0) {
+                bad = parse_sizes("8,1000,1952", sizes, &nsizes);
             } else if (strcmp(v, "large") == 0) {
                 bad = parse_sizes("4194304,3000004", sizes, &nsizes);
             } else {

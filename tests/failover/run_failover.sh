@@ -7,7 +7,7 @@
 # the checks can order plane transitions against the faults.
 #
 #   run_failover.sh BINARY fault KIND SIZE NODES [options]
-#       KIND down|blackhole|reset, SIZE small|large, NODES e.g. 1 or 1,2:
+#       KIND down|blackhole|reset, SIZE small|whole|large, NODES e.g. 1 or 1,2:
 #       plane A (--plane) of NODES cut at --fault-at, healed at --heal-at.
 #       Checks: job exits 0, every result exact, dualrail ran every call, the
 #       plane was declared down (within --detect-max s of the fault) only on

@@ -191,16 +191,23 @@ static void test_acks_of_uneven_traffic(void **state)
  * request: the handle the caller gets is complete at once (test, wait, cancel, test_free
  * all say so, with the length), the copy is held until the peer acknowledges it, and once
  * the ring is full (the peer has taken nothing yet) the next sends take the general path.
- * Every size up to the ring's 256 bytes, 0 included, arrives exact after the caller reused
- * its buffer, and every copy is retired; the ring serves again once acknowledged. */
+ * Every size up to DR_MR_TAKE_MAX (1952), 0 included, arrives exact after the caller reused
+ * its buffer (past a slot's 256 inline bytes the copy is in a block), and every copy is
+ * retired; the ring and its blocks serve again once acknowledged (no block made twice). */
+/* Lengths 0..DR_MR_TAKE_MAX: half of them past a ring slot's 256 inline bytes (a block's). */
+static size_t flat_len(int i)
+{
+    return (size_t)(i * 97) % (DR_MR_TAKE_MAX + 1);
+}
+
 static void flat_burst(pair_t *p, uint64_t key, uint64_t *flat)
 {
-    enum { N = 40, MAXB = 256 };
+    enum { N = 40, MAXB = DR_MR_TAKE_MAX };
     static unsigned char src[N][MAXB], want[N][MAXB], dst[N][MAXB + 1];
     dr_mr_work_stats_t w0, w1;
     dr_mr_work(p->a, &w0);
     for (int i = 0; i < N; ++i) {
-        const size_t len = (size_t)(i * 37) % (MAXB + 1);
+        const size_t len = flat_len(i);
         fill(src[i], MAXB, (unsigned)(100 + i));
         memcpy(want[i], src[i], MAXB);
         dr_mr_req_t *s;
@@ -221,7 +228,7 @@ static void flat_burst(pair_t *p, uint64_t key, uint64_t *flat)
     *flat = w1.flat_sends - w0.flat_sends;
     assert_int_equal(dr_mr_unacked_copies(p->a), N); /* b has acknowledged nothing yet */
     for (int i = 0; i < N; ++i) {
-        const size_t len = (size_t)(i * 37) % (MAXB + 1);
+        const size_t len = flat_len(i);
         dr_mr_req_t *r;
         memset(dst[i], 0, sizeof(dst[i]));
         assert_int_equal(dr_mr_irecv(p->b, 0, key + (uint64_t)i, dst[i], MAXB + 1, &r), DR_OK);
@@ -242,13 +249,27 @@ static void test_flat_sends(void **state)
     send_ints(p->a, 0, p->b, 1, 9600, 1, 0); /* both endpoints made */
     assert_int_equal(drain_copies(p), 0);
     uint64_t flat1 = 0, flat2 = 0;
+    dr_mr_work_stats_t a1, b1, a2, b2;
     flat_burst(p, 9700, &flat1);
+    dr_mr_work(p->a, &a1);
+    dr_mr_work(p->b, &b1);
     flat_burst(p, 9800, &flat2);
-    print_message("40 small sends, twice: %llu and %llu kept in the ring\n",
-                  (unsigned long long)flat1, (unsigned long long)flat2);
+    dr_mr_work(p->a, &a2);
+    dr_mr_work(p->b, &b2);
+    print_message("40 small sends, twice: %llu and %llu kept in the ring; blocks a %llu, "
+                  "b %llu\n",
+                  (unsigned long long)flat1, (unsigned long long)flat2,
+                  (unsigned long long)a2.blocks, (unsigned long long)b2.blocks);
     /* The ring bounds what it holds unacknowledged; the second burst finds it empty. */
     assert_true(flat1 >= 1 && flat1 <= 16);
     assert_true(flat2 >= 8 && flat2 <= 16);
+    /* Copies past a slot's inline bytes took blocks (at most one per slot on the sender;
+     * the receiver held early ones in blocks too), given back and reused by the second
+     * burst: none made for it. */
+    assert_true(a1.blocks >= 1 && a1.blocks <= 16);
+    assert_true(b1.blocks >= 1);
+    assert_int_equal(a2.blocks, a1.blocks);
+    assert_int_equal(b2.blocks, b1.blocks);
     /* A flat handle asks nothing of the context it came from. */
     dr_mr_req_t *s;
     assert_int_equal(dr_mr_isend(p->a, 1, 9900, "x", 1, &s), DR_OK);
@@ -285,7 +306,7 @@ static void test_take(void **state)
     dr_mr_work_stats_t w0, w1;
     dr_mr_work(p->b, &w0);
     for (int i = 0; i < N; ++i) {
-        const size_t n = i == 0 ? 0 : (size_t)(i * 41) % (MAXB + 1);
+        const size_t n = i == 0 ? 0 : (size_t)(i * 173) % (MAXB + 1);
         fill(src[i], MAXB, (unsigned)(300 + i));
         dr_mr_req_t *s;
         assert_int_equal(dr_mr_isend(p->a, 1, key + (uint64_t)i, src[i], n, &s), DR_OK);
@@ -294,7 +315,7 @@ static void test_take(void **state)
     /* Every copy retired: b holds all N (acknowledged when they arrived). */
     assert_int_equal(drain_copies(p), 0);
     for (int i = N - 1; i >= 0; --i) { /* any order: each is found by its key */
-        const size_t n = i == 0 ? 0 : (size_t)(i * 41) % (MAXB + 1);
+        const size_t n = i == 0 ? 0 : (size_t)(i * 173) % (MAXB + 1);
         memset(dst, 0, sizeof(dst));
         len = 12345;
         assert_int_equal(dr_mr_take(p->b, 0, key + (uint64_t)i, dst, sizeof(dst), &len), DR_OK);

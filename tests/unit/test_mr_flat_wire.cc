@@ -7,10 +7,9 @@
  *   wire       b's flat send to a sits in a's plane worker as a kWholeTag message of
  *              sizeof(WireHdr) + its length (+ 4 bytes per acknowledgement it carries),
  *              seen with a non-removing probe before ucx_mr looks; then dr_mr_take has it;
- *              a 1000-byte whole message (the general path) is such a message too where
- *              UCX sends a tag message of that size at once (1.13; 1.18 keeps its short
- *              sends smaller, and then it is an active message), one past kTagWholeMax an
- *              active message; both received whole
+ *              flat sends of 1000 bytes and of kTagWholeMax (their copies in blocks) are
+ *              such messages too, on every UCX; one past kTagWholeMax an active message;
+ *              all received whole
  *   foreign    a raw UCP endpoint to a's plane sends kWholeTag messages that are too short,
  *              too long for a flat send's buffer, or whose header claims more data than
  *              they hold: each is dropped; a well-formed one from "process 1" in between
@@ -90,45 +89,6 @@ bool framed(size_t wire, size_t len)
            (wire - sizeof(WireHdr) - len) / 4 <= dualrail::mr::kAckList;
 }
 
-/*
- * Whether UCX sends a tag message of n bytes of data (and a header) on b's endpoint to a at
- * once, as post_whole asks it to: UCX 1.13 does up to its TCP segment; UCX 1.18's protocol
- * selection keeps its short sends smaller, and ucx_mr then sends such a message as an
- * active message. Tried with a well-formed message of b's (process 1) that a receives.
- */
-bool ucx_sends_at_once(dr_mr_t *a, dr_mr_t *b, size_t n)
-{
-    Mr *mb = b;
-    ucp_ep_h ep = mb->peers[0]->links[0]->ep;
-    std::vector<char> f(sizeof(WireHdr) + n, 'p');
-    const WireHdr h{kData, 0, kWireVersion, 1, 5000001, 0, 7099, n, 0};
-    std::memcpy(f.data(), &h, sizeof(h));
-    static char in[4096];
-    dr_mr_req_t *r = nullptr;
-    CHECK(dr_mr_irecv(a, 1, 7099, in, sizeof(in), &r) == DR_OK, "irecv of the trial");
-    ucp_request_param_t param;
-    param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    const bool at_once =
-        ep != nullptr && ucp_tag_send_nbx(ep, f.data(), f.size(), kWholeTag, &param) == nullptr;
-    if (at_once) { /* a has it: taken out of the way of the checks that follow */
-        dr_status_t st = DR_INPROGRESS;
-        size_t len = 0;
-        for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
-            dr_mr_progress(b);
-            dr_mr_progress(a);
-            st = dr_mr_test(a, r, &len);
-        }
-        CHECK(st == DR_OK && len == n, "the trial message received");
-    } else {
-        dr_mr_cancel(a, r);
-    }
-    if (r != nullptr) {
-        dr_mr_req_free(a, r);
-    }
-    std::printf("UCX sends a %zu-byte tag message at once: %s\n", n, at_once ? "yes" : "no");
-    return at_once;
-}
-
 void test_wire(dr_mr_t *a, dr_mr_t *b)
 {
     /* A first message each way makes the endpoints (a send without one takes the general
@@ -141,7 +101,7 @@ void test_wire(dr_mr_t *a, dr_mr_t *b)
     CHECK(take(a, b, 1, 7000, got, sizeof(got), &len) == DR_OK, "first message b to a");
     CHECK(take(b, a, 0, 7000, got, sizeof(got), &len) == DR_OK, "first message a to b");
 
-    /* a flat send (up to 256 bytes) */
+    /* a flat send held in its slot (up to kFlatInline bytes) */
     const char msg[24] = "flat send, tag message";
     send(b, 0, 7001, msg, sizeof(msg));
     const size_t wire = tagged_len(a, b, 10);
@@ -150,23 +110,22 @@ void test_wire(dr_mr_t *a, dr_mr_t *b)
     CHECK(take(a, b, 1, 7001, got, sizeof(got), &len) == DR_OK, "then taken");
     CHECK(len == sizeof(msg) && std::memcmp(got, msg, sizeof(msg)) == 0, "whole and exact");
 
-    /* a whole message past a flat send's size, up to kTagWholeMax: tagged too, and one
-     * beyond it an active message, which never shows in UCP's tag queue */
+    /* a flat send past the slot's inline bytes (its copy in a block), and one of
+     * kTagWholeMax, the largest whole message: tagged on every UCX (a flat send does not ask
+     * UCX to send at once); one past it an active message, which never shows in UCP's tag
+     * queue */
     for (size_t i = 0; i < sizeof(big); ++i) {
         big[i] = (char)(i * 7 + 3);
     }
-    const size_t sizes[2] = {1000, dualrail::mr::kTagWholeMax + 1};
-    const bool at_once = ucx_sends_at_once(a, b, sizes[0]);
-    for (int k = 0; k < 2; ++k) {
+    const size_t sizes[3] = {1000, dualrail::mr::kTagWholeMax, dualrail::mr::kTagWholeMax + 1};
+    for (int k = 0; k < 3; ++k) {
         const size_t n = sizes[k];
         dr_mr_req_t *r = nullptr;
         CHECK(dr_mr_irecv(a, 1, 7100 + (uint64_t)k, got, sizeof(got), &r) == DR_OK, "irecv");
         send(b, 0, 7100 + (uint64_t)k, big, n);
-        const size_t tw = tagged_len(a, b, k == 0 && at_once ? 10 : 0.5);
-        if (k == 0 && at_once) {
-            CHECK(tw != 0 && framed(tw, n), "a 1000-byte whole message is a kWholeTag message");
-        } else if (k == 0) {
-            CHECK(tw == 0, "a 1000-byte message UCX does not send at once is not tagged");
+        const size_t tw = tagged_len(a, b, k < 2 ? 10 : 0.5);
+        if (k < 2) {
+            CHECK(tw != 0 && framed(tw, n), "a whole message of up to kTagWholeMax is tagged");
         } else {
             CHECK(tw == 0, "a message past kTagWholeMax is not a tag message");
         }
