@@ -91,7 +91,7 @@ class MrTransport final : public Transport {
         return dr_mr_test_free(mr_, static_cast<dr_mr_req_t *>(req), len);
     }
     int progress() override { return dr_mr_progress(mr_); }
-    size_t take_max() const override { return DR_MR_TAKE_MAX; }
+    size_t take_max() const override { return dr_mr_take_max(mr_); }
     dr_status_t take(int peer, uint64_t key, void *buf, size_t capacity, size_t *len) override
     {
         return dr_mr_take(mr_, ids_[peer], key, buf, capacity, len);

@@ -544,7 +544,15 @@ struct Mr {
             if (b == nullptr) {
                 return nullptr;
             }
-            blocks.emplace_back(b);
+            /* Room in blocks_free for every block first, so that block_put (in UCX's send
+             * callbacks, the acknowledgement path) never allocates and never throws. */
+            try {
+                blocks_free.reserve(blocks.size() + 1);
+                blocks.emplace_back(b);
+            } catch (const std::bad_alloc &) {
+                delete[] b;
+                return nullptr;
+            }
             ++work.blocks;
             return b;
         }
@@ -552,7 +560,7 @@ struct Mr {
         blocks_free.pop_back();
         return b;
     }
-    void block_put(char *b) { blocks_free.push_back(b); }
+    void block_put(char *b) { blocks_free.push_back(b); /* within reserve (block_get) */ }
     /* f's block back to the pool once nothing needs it (acknowledged, or turned into a
      * Req, and UCX done reading it). */
     void flat_settle(FlatSend &f)

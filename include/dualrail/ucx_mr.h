@@ -170,6 +170,15 @@ dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, siz
 dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
                        size_t *len);
 
+/*
+ * The longest message that a peer with this context's settings sends whole, so that
+ * dr_mr_take can receive it: DR_MR_TAKE_MAX, or less where min_stripe or segment_size is
+ * smaller (a longer message arrives in pieces, which only a posted receive takes). A caller
+ * that waits for a message with dr_mr_take alone should post a receive for anything
+ * longer. 0 for a NULL context.
+ */
+size_t dr_mr_take_max(const dr_mr_t *mr);
+
 /* Drive every plane; returns non-zero when anything happened. Never blocks. */
 int dr_mr_progress(dr_mr_t *mr);
 

@@ -22,6 +22,7 @@ extern "C" {
 
 #include "../support/mr_threads.hpp"
 #include "dr_coll.h"
+#include "mr_transport.hpp"
 
 namespace {
 
@@ -167,6 +168,32 @@ void test_allreduce_over_mr(void **state)
             }
         }
     }
+}
+
+/* The small schedules take (dr_mr_take, no posted receive) what the transport says a peer
+ * sends whole: a message longer than a context's min_stripe is striped over its planes and
+ * arrives in pieces, which only a posted receive takes, so a schedule that waited with
+ * dr_mr_take alone sat out kAbortListenAfter (2 ms) per receive before posting one. With
+ * min_stripe 512, MrTransport::take_max() said 1952 (DR_MR_TAKE_MAX) before the fix. */
+void test_take_max_follows_settings(void **state)
+{
+    (void)state;
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    const uint32_t ids[1] = {5};
+    char err[256];
+    for (uint64_t min_stripe :
+         {(uint64_t)16384, (uint64_t)DR_MR_TAKE_MAX, (uint64_t)512, (uint64_t)0}) {
+        cfg.min_stripe = min_stripe;
+        dr_mr_t *m = nullptr;
+        assert_int_equal(dr_mr_create(&cfg, 1, &m, err, sizeof(err)), DR_OK);
+        const size_t want = min_stripe < DR_MR_TAKE_MAX ? (size_t)min_stripe : DR_MR_TAKE_MAX;
+        assert_int_equal(dr_mr_take_max(m), want);
+        dualrail::coll::MrTransport t(m, ids);
+        assert_int_equal(t.take_max(), want);
+        dr_mr_destroy(m);
+    }
+    assert_int_equal(dr_mr_take_max(nullptr), 0);
 }
 
 void test_choose_c_api(void **state)
@@ -379,6 +406,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_allreduce_over_mr, setup, teardown),
         cmocka_unit_test(test_choose_c_api),
+        cmocka_unit_test(test_take_max_follows_settings),
         cmocka_unit_test_setup_teardown(test_missing_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_small_direct_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_over_mr, setup, teardown),
