@@ -30,13 +30,13 @@ bool Mr::flat_send(Peer *p, uint64_t key, const void *buf, size_t len)
     if (!f.free()) {
         return false; /* the peer has not acknowledged the send kFlatSlots before this one */
     }
+    if (len > kFlatInline && (f.block = block_get()) == nullptr) {
+        return false; /* out of memory: the general path reports it */
+    }
     if (p->sends.empty() && p->recvs.empty() && p->flat_live == 0) {
         /* idle until now: the watchdog's start of this peer's wait (as req_new) */
         clock = now_us();
         p->busy_since = clock;
-    }
-    if (len > kFlatInline && (f.block = block_get()) == nullptr) {
-        return false; /* out of memory: the general path reports it */
     }
     p->next_msg_id = id + 1 != 0 ? id + 1 : 1; /* 0 means "no acknowledgement" in a header */
     f.msg_id = id;

@@ -274,6 +274,8 @@ constexpr size_t kTagWholeMax = kTagWireMax - sizeof(WireHdr) - sizeof(uint32_t)
 constexpr size_t kFlatBytes = kTagWholeMax;
 constexpr size_t kFlatWireInline = sizeof(WireHdr) + kFlatInline + sizeof(uint32_t) * kAckList;
 static_assert(DR_MR_TAKE_MAX == kTagWholeMax, "dr_mr_take takes every whole small message");
+static_assert(sizeof(WireHdr) + kFlatBytes + sizeof(uint32_t) * kAckList <= kTagWireMax,
+              "a flat send's message, acknowledgements included, fits a block and travels tagged");
 
 struct FlatSend {
     uint32_t msg_id = 0;
@@ -299,7 +301,6 @@ struct FlatSend {
  * ahead) cost a malloc, a free and a cache miss on a fresh block. dr_mr_take receives
  * every whole small message this way. */
 constexpr size_t kUnexpectedInline = kFlatInline;
-static_assert(kTagWholeMax + sizeof(WireHdr) <= kTagWireMax, "a block holds a whole message");
 
 struct Unexpected {
     /* held stays uninitialised: filled up to `length` where it is used (on_am) */
@@ -514,6 +515,12 @@ struct Mr {
     {
         return l->state == DR_LINK_UP && l->weight != 0 && l->queue.empty() &&
                l->inflight < cfg.window && l->ep != nullptr && !l->ep_failed;
+    }
+    /* The longest message send_start sends whole (one segment on one plane); a longer one
+     * is striped or cut into segments and arrives in pieces (dr_mr_take_max). */
+    uint64_t whole_max() const
+    {
+        return cfg.min_stripe < cfg.segment_size ? cfg.min_stripe : cfg.segment_size;
     }
     int small_plane(const Peer *p) const
     {

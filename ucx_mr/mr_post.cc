@@ -191,11 +191,8 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
  * in the done ring, which drops a copy of it arriving later. */
 extern "C" size_t dr_mr_take_max(const dr_mr_t *mr)
 {
-    /* send_start's condition for a whole message (one segment on one plane); the settings
-     * are fixed at dr_mr_create, so no lock */
-    return mr == nullptr
-               ? 0
-               : std::min({(uint64_t)DR_MR_TAKE_MAX, mr->cfg.min_stripe, mr->cfg.segment_size});
+    /* the settings are fixed at dr_mr_create, so no lock */
+    return mr == nullptr ? 0 : std::min<uint64_t>(DR_MR_TAKE_MAX, mr->whole_max());
 }
 
 extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,

@@ -36,7 +36,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
 
 dr_status_t Mr::send_start(Peer *p, Req *r)
 {
-    if (r->len != 0 && r->len <= cfg.min_stripe && r->len <= cfg.segment_size) {
+    if (r->len != 0 && r->len <= whole_max()) {
         /* A whole small message on an idle link goes straight out: the split below would
          * give it whole to the same plane (dr_stripe_split's small case), and the queue
          * and issue() would hand it over unchanged; skipping them is a fifth of the
