@@ -186,15 +186,15 @@ extern "C" dr_status_t dr_mr_irecv(dr_mr_t *mr, uint32_t peer, uint64_t key, voi
     return DR_OK;
 }
 
-/* What dr_mr_irecv's match of a held message does, without the request: the message is the
- * oldest held under the key, arrived whole (so acknowledged already, on_am), and is entered
- * in the done ring, which drops a copy of it arriving later. */
 extern "C" size_t dr_mr_take_max(const dr_mr_t *mr)
 {
     /* the settings are fixed at dr_mr_create, so no lock */
     return mr == nullptr ? 0 : std::min<uint64_t>(DR_MR_TAKE_MAX, mr->whole_max());
 }
 
+/* What dr_mr_irecv's match of a held message does, without the request: the message is the
+ * oldest held under the key, arrived whole (so acknowledged already, on_am), and is entered
+ * in the done ring, which drops a copy of it arriving later. */
 extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
                                   size_t capacity, size_t *len)
 {
