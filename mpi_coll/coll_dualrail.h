@@ -37,6 +37,7 @@
 #include "compat/coll_dualrail_compat.h"
 #include "dr_alltoall.h"
 #include "dr_coll.h"
+#include "dr_coll_gpu.h"
 #include "dualrail/key.h"
 #include "dualrail/ucx_mr.h"
 
@@ -78,6 +79,10 @@ typedef struct mca_coll_dualrail_component_t {
     double spin_time;
     size_t cuda_staging_size;     /* GPU buffers: pinned host bytes staged per communicator */
     int gpu_standin;              /* tests: the host stand-in's device memory counts as GPU memory */
+    /* 1: no device buffer can exist in this process (dr_mem_cuda_no_device, no gpu_standin),
+     * so calls skip the per-buffer query; 0: ask per buffer; -1: not known yet (set at the
+     * first call that asks, mca_coll_dualrail_on_device) */
+    int host_only;
     int alltoall_enable;          /* MPI_Alltoall, MPI_Alltoallv on dualrail (0: next module) */
     int alltoallv_enable;
     int alltoall_algorithm;       /* DR_ALLTOALL_* */
@@ -148,6 +153,7 @@ typedef struct mca_coll_dualrail_module_t {
     struct ompi_op_t *ar_op;
     struct ompi_datatype_t *ar_dtype, *ar_holes;
     size_t ar_elem;
+    int ar_own; /* mca_coll_dualrail_reduce_class(ar_op, ar_dtype) */
 
     mca_coll_base_module_allreduce_fn_t previous_allreduce;
     mca_coll_base_module_t *previous_allreduce_module;
@@ -383,6 +389,12 @@ typedef struct mca_coll_dualrail_reduce_ctx_t {
 
 void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
                                        struct ompi_datatype_t *dtype);
+/* Which reduction mca_coll_dualrail_reduce does itself for (op, dtype) (ctx->own; one that
+ * is not is Open MPI's), and a context with it already known (the allreduce keeps it with
+ * the op and type of its last call). */
+int mca_coll_dualrail_reduce_class(struct ompi_op_t *op, struct ompi_datatype_t *dtype);
+void mca_coll_dualrail_reduce_ctx_known(mca_coll_dualrail_reduce_ctx_t *ctx, struct ompi_op_t *op,
+                                        struct ompi_datatype_t *dtype, int own);
 
 /* The arguments of a reduce_scatter_block (rcount elements of elem bytes per rank) and of an
  * alltoall (blocks of bytes), taking the kind's next sequence number; the blocking calls and
@@ -441,6 +453,22 @@ int mca_coll_dualrail_nb_progress(int events);
 struct dr_mem_ops;
 /* The memory interface the component uses: CUDA's, or with gpu_standin the host stand-in. */
 const struct dr_mem_ops *mca_coll_dualrail_gpu_mem(void);
+/* mca_coll_dualrail_on_device's first answer: sets host_only. */
+int mca_coll_dualrail_host_only_detect(void);
+/*
+ * Whether sbuf or rbuf (either may be NULL) is device memory, as dr_buffers_on_device
+ * with mca_coll_dualrail_gpu_mem(). Where no device buffer can exist (no GPU driver, the
+ * common case of a CPU job) a load and a branch: the query through the memory interface
+ * was about 45 instructions of every small collective (perf/instr_count.sh).
+ */
+static inline bool mca_coll_dualrail_on_device(const void *sbuf, const void *rbuf)
+{
+    int host_only = __atomic_load_n(&mca_coll_dualrail_component.host_only, __ATOMIC_RELAXED);
+    if (host_only < 0) {
+        host_only = mca_coll_dualrail_host_only_detect();
+    }
+    return !host_only && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, rbuf) != 0;
+}
 int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf,
                                        void *rbuf, struct ompi_datatype_t *dtype,
                                        struct ompi_op_t *op, dr_allreduce_args_t *a, char *err,

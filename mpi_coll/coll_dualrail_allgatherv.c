@@ -71,9 +71,8 @@ int mca_coll_dualrail_allgatherv(const void *sbuf, int scount, struct ompi_datat
     }
     char *base = (char *)rbuf + lo; /* what displs are offsets from */
     const size_t mine = counts[rank];
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
-    const bool dev_s = !inplace && mine != 0 && dr_buffers_on_device(mem, sbuf, NULL);
-    const bool dev_r = total != 0 && dr_buffers_on_device(mem, NULL, base);
+    const bool dev_s = !inplace && mine != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
+    const bool dev_r = total != 0 && mca_coll_dualrail_on_device(NULL, base);
     a.sendbuf = inplace ? NULL : sbuf;
     a.recvbuf = base;
     a.counts = counts;

@@ -30,15 +30,14 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
                                    void *rbuf, struct ompi_datatype_t *holes, char *err,
                                    size_t errlen)
 {
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     const size_t bytes = a->count * a->elem_size;
     if (bytes == 0) {
         return dr_allreduce(cm->mr, a, err, errlen); /* nothing to write */
     }
     const void *in = a->sendbuf != NULL ? a->sendbuf : rbuf;
     void *host = NULL;
-    dr_status_t st = mca_coll_dualrail_host_copy(&host, in, bytes,
-                                                 dr_buffers_on_device(mem, in, NULL), err, errlen);
+    dr_status_t st = mca_coll_dualrail_host_copy(
+        &host, in, bytes, mca_coll_dualrail_on_device(in, NULL), err, errlen);
     if (st == DR_OK) {
         a->sendbuf = NULL;
         a->recvbuf = host;
@@ -49,8 +48,9 @@ static dr_status_t allreduce_holes(mca_coll_dualrail_component_t *cm, dr_allredu
     }
     st = dr_allreduce(cm->mr, a, err, errlen);
     if (st == DR_OK) {
-        st = mca_coll_dualrail_result_out(rbuf, host, bytes, dr_buffers_on_device(mem, NULL, rbuf),
-                                          holes, a->elem_size, err, errlen);
+        st =
+            mca_coll_dualrail_result_out(rbuf, host, bytes, mca_coll_dualrail_on_device(NULL, rbuf),
+                                         holes, a->elem_size, err, errlen);
     }
     free(host);
     return st;
@@ -82,10 +82,11 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
         m->ar_dtype = dtype;
         m->ar_elem = elem;
         m->ar_holes = holes;
+        m->ar_own = mca_coll_dualrail_reduce_class(op, dtype);
     }
 
     mca_coll_dualrail_reduce_ctx_t rctx;
-    mca_coll_dualrail_reduce_ctx_init(&rctx, op, dtype);
+    mca_coll_dualrail_reduce_ctx_known(&rctx, op, dtype, m->ar_own);
     mca_coll_dualrail_idle_t idle_state = {0, 0.0, 0.0};
     dr_allreduce_args_t a = {
         .sendbuf = sbuf == MPI_IN_PLACE ? NULL : sbuf,
@@ -113,7 +114,7 @@ int mca_coll_dualrail_allreduce(const void *sbuf, void *rbuf, int count,
     dr_status_t st;
     if (holes != NULL) {
         st = allreduce_holes(cm, &a, rbuf, holes, err, sizeof(err));
-    } else if (dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), a.sendbuf, rbuf)) {
+    } else if (mca_coll_dualrail_on_device(a.sendbuf, rbuf)) {
         /* GPU buffers (issue 6): staged through pinned host memory; same wire schedule. */
         int rc = mca_coll_dualrail_allreduce_device(m, a.sendbuf, rbuf, dtype, op, &a, err,
                                                     sizeof(err), &st);

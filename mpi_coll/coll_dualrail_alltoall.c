@@ -51,9 +51,8 @@ int mca_coll_dualrail_alltoall(const void *sbuf, int scount, struct ompi_datatyp
         !mca_coll_dualrail_block_bytes(sbuf, scount, sdtype, rcount, rdtype, &bytes)) {
         goto fallback;
     }
-    const bool dev_s =
-        !inplace && bytes != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, NULL);
-    const bool dev_r = bytes != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), NULL, rbuf);
+    const bool dev_s = !inplace && bytes != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
+    const bool dev_r = bytes != 0 && mca_coll_dualrail_on_device(NULL, rbuf);
     dr_alltoall_args_t a;
     mca_coll_dualrail_idle_t idle_state;
     mca_coll_dualrail_alltoall_args(m, comm, sbuf, rbuf, bytes, &a, &idle_state);

@@ -59,9 +59,8 @@ int mca_coll_dualrail_alltoallv(const void *sbuf, const int *scounts, const int 
          !mca_coll_dualrail_v_layout(scounts, sdispls, n, ssize, sc, sd, &slo, &sspan))) {
         goto fallback; /* a negative count: erroneous, the previous module reports it */
     }
-    const bool dev_s =
-        !inplace && sspan != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), sbuf, NULL);
-    const bool dev_r = rspan != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), NULL, rbuf);
+    const bool dev_s = !inplace && sspan != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
+    const bool dev_r = rspan != 0 && mca_coll_dualrail_on_device(NULL, rbuf);
     dr_alltoall_args_t a;
     mca_coll_dualrail_idle_t idle_state;
     memset(&a, 0, sizeof(a));

@@ -28,7 +28,7 @@ int mca_coll_dualrail_bcast(void *buff, int count, struct ompi_datatype_t *dtype
     if (!m->active || count < 0 || !mca_coll_dualrail_dtype_bytes(dtype, (size_t)count, &bytes)) {
         goto fallback;
     }
-    const bool device = bytes != 0 && dr_buffers_on_device(mca_coll_dualrail_gpu_mem(), NULL, buff);
+    const bool device = bytes != 0 && mca_coll_dualrail_on_device(NULL, buff);
     dr_coll_args_t a;
     mca_coll_dualrail_idle_t idle_state;
     mca_coll_dualrail_args_init(m, comm, DR_KIND_BCAST, &a, &idle_state);

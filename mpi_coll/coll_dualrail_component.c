@@ -215,6 +215,7 @@ static int dualrail_register(void)
         "(receive and send halves; device scratch of half this size); allocated at the first "
         "call with device buffers, freed with the communicator, grown when one segment pair "
         "does not fit", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->cuda_staging_size);
+    cm->host_only = -1;
     cm->gpu_standin = 0;
     reg("gpu_standin", "Testing only: treat the host stand-in's \"device\" memory (a test "
         "program's, see mpi_coll/gpu/dr_gpu.h) as GPU memory instead of CUDA's, so the device "

@@ -31,13 +31,12 @@ static int run(int kind, struct ompi_communicator_t *comm, dr_coll_args_t *a, co
                void *rbuf, size_t mine, size_t span, const char *what)
 {
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     const bool root = a->rank == a->root, inplace = root && a->sendbuf == NULL;
     const size_t own_at = !root                     ? 0
                           : kind == DR_KIND_GATHERV ? a->displs[a->rank]
                                                     : (size_t)a->rank * mine;
-    const bool dev_s = !inplace && mine != 0 && dr_buffers_on_device(mem, sbuf, NULL);
-    const bool dev_r = root && span != 0 && dr_buffers_on_device(mem, NULL, rbuf);
+    const bool dev_s = !inplace && mine != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
+    const bool dev_r = root && span != 0 && mca_coll_dualrail_on_device(NULL, rbuf);
     char err[512];
     dr_status_t st = DR_OK;
     char *host = NULL;

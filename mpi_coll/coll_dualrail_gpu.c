@@ -83,6 +83,15 @@ const struct dr_mem_ops *mca_coll_dualrail_gpu_mem(void)
     return mca_coll_dualrail_component.gpu_standin ? dr_mem_standin() : dr_mem_cuda();
 }
 
+int mca_coll_dualrail_host_only_detect(void)
+{
+    /* gpu_standin is fixed once the component is registered; a race of two threads here
+     * stores the same answer */
+    const int host_only = !mca_coll_dualrail_component.gpu_standin && dr_mem_cuda_no_device();
+    __atomic_store_n(&mca_coll_dualrail_component.host_only, host_only, __ATOMIC_RELAXED);
+    return host_only;
+}
+
 int mca_coll_dualrail_allreduce_device(mca_coll_dualrail_module_t *m, const void *sbuf, void *rbuf,
                                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                        dr_allreduce_args_t *a, char *err, size_t errlen,
@@ -148,10 +157,9 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
                                           struct ompi_datatype_t *holes, size_t elem, char *err,
                                           size_t errlen)
 {
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     dr_status_t st = DR_OK;
     memset(s, 0, sizeof(*s));
-    if (*sendbuf != NULL && s_bytes != 0 && dr_buffers_on_device(mem, *sendbuf, NULL)) {
+    if (*sendbuf != NULL && s_bytes != 0 && mca_coll_dualrail_on_device(*sendbuf, NULL)) {
         if ((s->host_s = malloc(s_bytes)) == NULL) {
             snprintf(err, errlen, "no host memory to stage %zu bytes", s_bytes);
             return DR_ERR_NO_MEMORY;
@@ -159,7 +167,7 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
         st = mca_coll_dualrail_stage(s->host_s, *sendbuf, s_bytes, *sendbuf, err, errlen);
     }
     if (st == DR_OK && *recvbuf != NULL && r_bytes != 0 &&
-        dr_buffers_on_device(mem, NULL, *recvbuf)) {
+        mca_coll_dualrail_on_device(NULL, *recvbuf)) {
         if ((s->host_r = malloc(r_bytes)) == NULL) {
             snprintf(err, errlen, "no host memory to stage %zu bytes", r_bytes);
             st = DR_ERR_NO_MEMORY;
@@ -168,8 +176,7 @@ dr_status_t mca_coll_dualrail_nb_stage_in(mca_coll_dualrail_nb_staging_t *s, con
             s->dev_r = *recvbuf;
             s->out_bytes = out_bytes;
         }
-    } else if (st == DR_OK && holes != NULL && *recvbuf != NULL && r_bytes != 0 &&
-               out_bytes != 0) {
+    } else if (st == DR_OK && holes != NULL && *recvbuf != NULL && r_bytes != 0 && out_bytes != 0) {
         if ((s->host_r = malloc(r_bytes)) == NULL) {
             snprintf(err, errlen, "no host memory for a copy of %zu bytes", r_bytes);
             st = DR_ERR_NO_MEMORY;

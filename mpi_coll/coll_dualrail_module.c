@@ -34,6 +34,7 @@ static void module_construct(mca_coll_dualrail_module_t *m)
     m->ar_op = NULL;
     m->ar_dtype = m->ar_holes = NULL;
     m->ar_elem = 0;
+    m->ar_own = 0;
     m->previous_allreduce = NULL;
     m->previous_allreduce_module = NULL;
     m->previous_bcast = NULL;

@@ -41,9 +41,8 @@ int mca_coll_dualrail_reduce_intra(const void *sbuf, void *rbuf, int count,
     const int rank = ompi_comm_rank(comm);
     const bool at_root = rank == root, inplace = at_root && sbuf == MPI_IN_PLACE;
     const size_t bytes = (size_t)count * elem;
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
-    const bool dev_s = !inplace && bytes != 0 && dr_buffers_on_device(mem, sbuf, NULL);
-    const bool dev_r = at_root && bytes != 0 && dr_buffers_on_device(mem, NULL, rbuf);
+    const bool dev_s = !inplace && bytes != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
+    const bool dev_r = at_root && bytes != 0 && mca_coll_dualrail_on_device(NULL, rbuf);
     mca_coll_dualrail_reduce_ctx_t rctx;
     mca_coll_dualrail_reduce_ctx_init(&rctx, op, dtype);
     dr_coll_args_t a;

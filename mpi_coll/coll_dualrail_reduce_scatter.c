@@ -34,11 +34,10 @@ static int run(mca_coll_dualrail_module_t *m, struct ompi_communicator_t *comm, 
                struct ompi_datatype_t *dtype, const char *what)
 {
     mca_coll_dualrail_component_t *cm = &mca_coll_dualrail_component;
-    const dr_mem_ops_t *mem = mca_coll_dualrail_gpu_mem();
     const bool inplace = sbuf == MPI_IN_PLACE;
-    const bool dev_s = !inplace && total != 0 && dr_buffers_on_device(mem, sbuf, NULL);
+    const bool dev_s = !inplace && total != 0 && mca_coll_dualrail_on_device(sbuf, NULL);
     const bool dev_r =
-        (mine != 0 || inplace) && total != 0 && dr_buffers_on_device(mem, NULL, rbuf);
+        (mine != 0 || inplace) && total != 0 && mca_coll_dualrail_on_device(NULL, rbuf);
     char err[512];
     dr_status_t st = DR_OK;
     void *host = NULL;

@@ -221,6 +221,17 @@ void mca_coll_dualrail_stats_print(void)
                           p, dr_mr_plane_device(cm->mr, p), share, r);
         }
     }
+    /* The small-message path (ucx_mr's dr_mr_work): sends kept without a request, messages
+     * received without one, and of those the ones that landed in a waiting buffer. */
+    if (n < (int)sizeof(table)) {
+        dr_mr_work_stats_t w;
+        dr_mr_work(cm->mr, &w);
+        n += snprintf(table + n, sizeof(table) - (size_t)n,
+                      "  small messages: %llu sent flat, %llu taken (%llu landed in a waiting "
+                      "buffer)\n",
+                      (unsigned long long)w.flat_sends, (unsigned long long)w.takes,
+                      (unsigned long long)w.landed);
+    }
     /* Calls per collective kind, summed over the communicators freed so far (all of them at
      * finalize): which collectives ran here at all, and how many went to the previous module. */
     /* The non-blocking forms (i + the kind's name) after the blocking ones. */

@@ -121,7 +121,8 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
         set_err(err, errlen, "allreduce: no arguments");
         return DR_ERR_INVALID;
     }
-    const Params small = normalized(to_params(a));
+    Params small = to_params(a);
+    normalize(small);
     if (allreduce_small_direct(small)) {
         /* Without allreduce()'s chain of verdicts (its twin allreduce_small_direct is worth
          * it: that chain was about 200 of the 3700 instructions of an 8-byte call's own

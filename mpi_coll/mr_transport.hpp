@@ -96,6 +96,14 @@ class MrTransport final : public Transport {
     {
         return dr_mr_take(mr_, ids_[peer], key, buf, capacity, len);
     }
+    dr_status_t take_wait(int peer, uint64_t key, void *buf, size_t capacity, size_t *len) override
+    {
+        return dr_mr_take_wait(mr_, ids_[peer], key, buf, capacity, len);
+    }
+    dr_status_t take_cancel(int peer, uint64_t key, const void *buf, size_t *len) override
+    {
+        return dr_mr_take_cancel(mr_, ids_[peer], key, buf, len);
+    }
     void peer_name(int peer, char *buf, size_t len) const override
     {
         snprintf(buf, len, "peer rank %d (process %u)", peer, ids_[peer]);

@@ -17,8 +17,11 @@
 #   progress   the pollers inclusive (dr_mr_progress, opal_progress), per call
 #   handlers   the message handlers inclusive (ucp_am_handler: ours for active messages;
 #              ucp_eager_only_handler: UCP's tag path, pml ucx's and ours for whole small
-#              messages, which ucx_mr then takes out of UCP's queue in Mr::tag_receive, counted
-#              too; mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match: ob1's,
+#              messages, which ucx_mr receives with a receive each plane keeps posted:
+#              Mr::tag_post (posting it, and what it finds in UCP's queue) and
+#              Mr::tag_complete (handing one on) are counted too, as Mr::tag_receive, the
+#              probe of UCP's queue before the twenty-second round of issue 11;
+#              mca_btl_tcp_frag_recv and mca_pml_ob1_recv_frag_callback_match: ob1's,
 #              whose libevent callback has no symbol), per call
 #   work       total - progress + handlers: a call's own instructions without its polls
 # --functions N: after the table, each configuration's N largest self costs per call by
@@ -133,6 +136,7 @@ work, calls, size, top, fn, names = (sys.argv[1], int(sys.argv[2]), int(sys.argv
                                      int(sys.argv[4]), sys.argv[5], sys.argv[6:])
 POLL = ("dr_mr_progress", "opal_progress")
 HANDLERS = ("ucp_am_handler", "ucp_eager_only_handler", "dualrail::mr::Mr::tag_receive",
+            "dualrail::mr::Mr::tag_post", "dualrail::mr::Mr::tag_complete",
             "mca_btl_tcp_frag_recv", "mca_pml_ob1_recv_frag_callback_match")
 
 def name_of(entry):

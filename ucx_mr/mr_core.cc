@@ -410,6 +410,13 @@ static void mr_teardown(Mr *mr)
         }
         mr->reap_closing();
     }
+    /* The posted receives first: a cancel that does not complete at once progresses the
+     * worker, whose handlers may still hold a message (released below). */
+    for (auto &pl : mr->planes) {
+        if (pl->worker) {
+            mr->tag_cancel(pl.get()); /* its callback names the plane */
+        }
+    }
     for (auto &p : mr->peers) {
         if (!p) {
             continue;

@@ -4,8 +4,7 @@
  * acknowledgement finds it by index, and a plane declared down turns the ring's
  * unacknowledged sends into requests for the general re-routing (mr_health.cc). A flat
  * send, as any whole message of up to kTagWholeMax bytes, travels as a UCP tag message
- * (kWholeTag, mr_internal.hpp); tag_receive takes them out of UCP's queue and hands them to
- * on_am as any data segment.
+ * (kWholeTag, mr_internal.hpp), which mr_tag.cc receives.
  */
 #include <cstring>
 
@@ -102,64 +101,6 @@ void Mr::flat_to_reqs(Peer *p)
         --p->flat_live;
         flat_settle(f);
     }
-}
-
-/* Messages taken per tag_receive call; the rest at the next poll (Plane::tag_more). */
-constexpr unsigned kTagDrainMax = 256;
-
-void Mr::tag_receive(Plane *pl)
-{
-    pl->tag_more = false;
-    for (unsigned n = 0; n < kTagDrainMax; ++n) {
-        ucp_tag_recv_info_t info;
-        ucp_tag_message_h m = ucp_tag_probe_nb(pl->worker, kWholeTag, ~(ucp_tag_t)0, 1, &info);
-        if (m == nullptr) {
-            return;
-        }
-        char *const buf = pl->tag_in;
-        ucp_request_param_t rp;
-        rp.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        rp.recv_info.tag_info = &info;
-        rp.memory_type = UCS_MEMORY_TYPE_HOST;
-        /* One fragment, in UCP's queue already: complete on return (NULL; a request is polled
-         * below). A longer one is truncated to the buffer (an error), which no ucx_mr sender
-         * makes (kTagWireMax). */
-        ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(pl->worker, buf, kTagWireMax, m, &rp);
-        ucs_status_t st = UCS_OK;
-        if (UCS_PTR_IS_ERR(r)) {
-            st = UCS_PTR_STATUS(r);
-        } else if (r != nullptr) {
-            /* Not whole yet (a multi-fragment message): bounded, then given up. */
-            for (int i = 0; i < 1000 && ucp_request_check_status(r) == UCS_INPROGRESS; ++i) {
-                ucp_worker_progress(pl->worker);
-            }
-            st = ucp_request_check_status(r);
-            if (st == UCS_INPROGRESS) {
-                ucp_request_cancel(pl->worker, r);
-            }
-            ucp_request_free(r);
-        }
-        WireHdr h;
-        const size_t got = info.length;
-        const size_t extra = got >= sizeof(WireHdr) ? got - sizeof(WireHdr) : 0;
-        if (st == UCS_OK && got >= sizeof(WireHdr)) {
-            memcpy(&h, buf, sizeof(h));
-        }
-        if (st != UCS_OK || got < sizeof(WireHdr) || h.type != kData || h.offset != 0 ||
-            h.total > extra || (extra - h.total) % sizeof(uint32_t) != 0 ||
-            (extra - h.total) / sizeof(uint32_t) > kAckList) {
-            log(DR_LOG_INFO, "plane %d (%s): dropped a %zu-byte tag message (%s)", pl->index,
-                pl->device.c_str(), got,
-                st != UCS_OK ? ucs_status_string(st) : "not a whole message");
-            continue;
-        }
-        AckList acks;
-        acks.n = (uint32_t)((extra - h.total) / sizeof(uint32_t));
-        memcpy(acks.id, buf + sizeof(WireHdr) + h.total, sizeof(uint32_t) * acks.n);
-        ucs_status_t ret = UCS_OK; /* the bytes are ours, in buf: on_am copies what it keeps */
-        on_am(pl, h, acks, buf + sizeof(WireHdr), h.total, 0, &ret);
-    }
-    pl->tag_more = true;
 }
 
 } // namespace mr

@@ -119,9 +119,21 @@ struct Plane {
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
-    bool tag_more = false;       /* tag_receive stopped at its bound: probe at the next poll */
-    /* tag_receive's buffer: the plane's, not the stack's, so that not even a foreign
-     * message UCP might still be writing after a failed receive can reach a dead frame. */
+    bool tag_more = false;       /* Rx::kFailed: probe UCP's queue at the next poll (tag_receive) */
+    /* The receive posted for whole messages (mr_tag.cc): UCP copies one straight into tag_in
+     * as it arrives (no unexpected descriptor, no probe, no second copy); tag_complete hands
+     * it to on_am, and the next poll posts it again. */
+    enum class Rx : uint8_t { kIdle, kPosted, kFailed } rx = Rx::kIdle;
+    bool rx_warned = false; /* a failed post was logged (once per plane) */
+    void *rx_req = nullptr; /* while kPosted */
+    bool rx_done = false;   /* rx_req completed (its callback): tag_in holds rx_len bytes */
+    ucs_status_t rx_status = UCS_OK;
+    size_t rx_len = 0;
+    uint64_t tag_msgs = 0;   /* whole messages taken in, either way (unit_mr_flat_wire) */
+    size_t tag_last_len = 0; /* the last one's length on the wire (unit_mr_flat_wire) */
+    /* The receive buffer of whole messages: the plane's, not the stack's, so that not even a
+     * foreign message UCP might still be writing after a failed receive can reach a dead
+     * frame. */
     alignas(8) char tag_in[kTagWireMax];
 };
 
@@ -390,6 +402,16 @@ struct Peer {
     std::unique_ptr<FlatSend[]> flat; /* kFlatSlots, made at the first flat send */
     uint32_t flat_live = 0;           /* its slots sent and not acknowledged */
     bool active = false;       /* in Mr::active (Mr::activate) */
+    /* dr_mr_take_wait's waiter: the next whole message under key that fits capacity is
+     * copied into buf when it arrives (Mr::on_am), not held. */
+    struct TakeWait {
+        uint64_t key = 0;
+        char *buf = nullptr;
+        size_t capacity = 0;
+        size_t len = 0; /* landed's length */
+        bool armed = false;
+        bool landed = false; /* in buf, received (acknowledged, in the done ring) */
+    } tw;
 };
 
 /* An operation handed to UCX; its header must live until UCX completes it. */
@@ -582,17 +604,42 @@ struct Mr {
     /* op's header (post_data's) and acknowledgements into its flat send's wire, sent as a tag
      * message of len bytes of data. */
     void post_flat(Op *op, Link *l, uint64_t len);
-    /* ucp_worker_progress of pl's worker, then the whole messages that came (tag_receive):
-     * every poll of a worker goes through here, so none waits in UCP's queue. */
+    /* ucp_worker_progress of pl's worker with the receive for whole messages posted, then
+     * the one that came into it (tag_complete); every poll of a worker goes through here.
+     * The receive is posted again at the next poll, not here: that is off the path from a
+     * message's arrival to its waiter's return, and a message that comes meanwhile waits
+     * in UCP's queue until then, where the post finds it at once. Where a receive cannot
+     * be posted (Rx::kFailed), UCP's queue is probed after each poll that had events
+     * (tag_receive). */
     unsigned poll(Plane *pl)
     {
-        const unsigned n = ucp_worker_progress(pl->worker);
-        if (n != 0 || pl->tag_more) {
+        /* what the post found in UCP's queue counts as progress, as UCP's own events do */
+        const unsigned taken = pl->rx == Plane::Rx::kIdle ? tag_post(pl) : 0;
+        const unsigned n = ucp_worker_progress(pl->worker) + taken;
+        if (pl->rx_done) {
+            tag_complete(pl);
+        } else if (pl->rx == Plane::Rx::kFailed && (n != 0 || pl->tag_more)) {
             tag_receive(pl);
         }
         return n;
     }
-    /* The whole messages (kWholeTag) UCP holds for pl, through on_am. */
+    /* Posts pl's receive for whole messages; one that is in UCP's queue already completes it
+     * at once and is handed to on_am, and the receive is posted again (up to kTagDrainMax
+     * times, the rest at the next poll). Returns how many it handed on. */
+    unsigned tag_post(Plane *pl);
+    /* pl's posted receive completed: its message to on_am; the receive is posted again at
+     * the next poll. */
+    void tag_complete(Plane *pl);
+    /* Cancels pl's posted receive (before its worker is destroyed); bounded. */
+    void tag_cancel(Plane *pl);
+    /* The watchdog's look at pl's receive (every 2 ms): a receive stuck on a message whose
+     * later fragments never came (whole messages then wait in UCP's queue) is cancelled,
+     * and a plane that could not post one tries again. */
+    void tag_watch(Plane *pl);
+    /* A kWholeTag message of got bytes in buf (st: how its receive ended) to on_am, or
+     * dropped (foreign or malformed). */
+    void tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st);
+    /* The whole messages (kWholeTag) UCP holds for pl, through on_am (Rx::kFailed). */
     void tag_receive(Plane *pl);
     /* A whole message's segment of len <= kTagWholeMax bytes (post_data's op) as a tag
      * message through tag_out, if UCX sends it at once; false: nothing was sent. */

@@ -192,25 +192,17 @@ extern "C" size_t dr_mr_take_max(const dr_mr_t *mr)
     return mr == nullptr ? 0 : std::min<uint64_t>(DR_MR_TAKE_MAX, mr->whole_max());
 }
 
-/* What dr_mr_irecv's match of a held message does, without the request: the message is the
- * oldest held under the key, arrived whole (so acknowledged already, on_am), and is entered
- * in the done ring, which drops a copy of it arriving later. */
-extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
-                                  size_t capacity, size_t *len)
+/* dr_mr_take's search: DR_OK when the oldest message held under key from p was taken into
+ * buf; *found: whether any message is held under key. */
+static dr_status_t take_held(dr_mr_t *mr, Peer *p, uint64_t key, void *buf, size_t capacity,
+                             size_t *len, bool *found)
 {
-    if (mr == nullptr || len == nullptr || (buf == nullptr && capacity != 0)) {
-        return DR_ERR_INVALID;
-    }
-    Guard g(mr);
-    Peer *p = mr->peer_get(peer, false);
-    if (p == nullptr || !p->known) {
-        return no_address(mr, peer);
-    }
     for (size_t i = 0; i < p->unexpected.size(); ++i) {
         Unexpected &u = p->unexpected[i];
         if (u.key != key) {
             continue;
         }
+        *found = true;
         if (u.offset != 0 || u.length != u.total || u.total > capacity) {
             return DR_INPROGRESS; /* in pieces, or truncated: a posted receive's to report */
         }
@@ -231,14 +223,96 @@ extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void
         ++mr->work.takes;
         return DR_OK;
     }
-    /* Not here yet: keep the plane it comes on polled, as a posted receive does
-     * (dr_mr_irecv), from the time of the last progress call. A waiter calls this between
-     * its polls: when the plane the peer's small messages come on is hot already, there is
-     * nothing to do. */
+    *found = false;
+    return DR_INPROGRESS;
+}
+
+/* A take that found nothing: keep the plane the message comes on polled, as a posted
+ * receive does (dr_mr_irecv), from the time of the last progress call. A waiter calls this
+ * between its polls: when the plane the peer's small messages come on is hot already, there
+ * is nothing to do. */
+static void take_keep_polled(dr_mr_t *mr, const Peer *p, size_t capacity)
+{
     if (capacity <= mr->cfg.min_stripe && p->small_rx >= 0 &&
         mr->clock - mr->planes[(size_t)p->small_rx]->active_at < kHotUs / 2) {
-        return DR_INPROGRESS;
+        return;
     }
     keep_polled(mr, p, capacity);
+}
+
+/* dr_mr_take (wait false) and dr_mr_take_wait (true). dr_mr_take does what dr_mr_irecv's
+ * match of a held message does, without the request: the message is the oldest held under
+ * the key, arrived whole (so acknowledged already, on_am), and is entered in the done ring,
+ * which drops a copy of it arriving later. dr_mr_take_wait also arms the peer's TakeWait
+ * when nothing is held under the key, so that on_am copies the message into buf on
+ * arrival: a copy into a held slot, its search and removal fewer on the path from the
+ * message's arrival to the waiter's return. */
+static dr_status_t take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
+                        size_t *len, bool wait)
+{
+    if (mr == nullptr || len == nullptr || (buf == nullptr && capacity != 0)) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr);
+    Peer *p = mr->peer_get(peer, false);
+    if (p == nullptr || !p->known) {
+        return no_address(mr, peer);
+    }
+    Peer::TakeWait &w = p->tw;
+    const bool mine = wait && w.armed && w.key == key && w.buf == buf;
+    if (mine && w.landed) {
+        *len = w.len;
+        w = Peer::TakeWait{};
+        ++mr->work.takes;
+        return DR_OK;
+    }
+    bool found;
+    if (take_held(mr, p, key, buf, capacity, len, &found) == DR_OK) {
+        if (mine) {
+            w = Peer::TakeWait{}; /* held after all (it cannot land while one is held) */
+        }
+        return DR_OK;
+    }
+    if (wait && !w.armed && !found) {
+        w.key = key;
+        w.buf = static_cast<char *>(buf);
+        w.capacity = capacity;
+        w.len = 0;
+        w.landed = false;
+        w.armed = true;
+    }
+    take_keep_polled(mr, p, capacity);
     return DR_INPROGRESS;
+}
+
+extern "C" dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
+                                  size_t capacity, size_t *len)
+{
+    return take(mr, peer, key, buf, capacity, len, false);
+}
+
+extern "C" dr_status_t dr_mr_take_wait(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf,
+                                       size_t capacity, size_t *len)
+{
+    return take(mr, peer, key, buf, capacity, len, true);
+}
+
+extern "C" dr_status_t dr_mr_take_cancel(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf,
+                                         size_t *len)
+{
+    if (mr == nullptr || len == nullptr) {
+        return DR_ERR_INVALID;
+    }
+    Guard g(mr);
+    Peer *p = mr->peer_get(peer, false);
+    if (p == nullptr || !p->tw.armed || p->tw.key != key || p->tw.buf != buf) {
+        return DR_INPROGRESS;
+    }
+    const bool landed = p->tw.landed;
+    if (landed) {
+        *len = p->tw.len;
+        ++mr->work.takes;
+    }
+    p->tw = Peer::TakeWait{};
+    return landed ? DR_OK : DR_INPROGRESS;
 }

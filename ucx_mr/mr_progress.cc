@@ -84,6 +84,9 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
         mr->watchdog(now);
         mr->ctrl_flush();
         mr->weights_tick(now);
+        for (auto &pl : mr->planes) {
+            mr->tag_watch(pl.get());
+        }
     }
     /* A call that finished a request returns to its waiter without tidying short lists
      * (sweep): the next call does it, in the time the next message takes to come. A peer

@@ -522,6 +522,7 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
          * for its caller already, and a message nobody takes yet, such as an abort notice,
          * would otherwise keep the copy until the sender's teardown). */
         const bool whole = h.offset == 0 && len == h.total;
+        bool held_key = false; /* a message under this key is held already */
         for (const Unexpected &u : p->unexpected) {
             if (u.key == h.key && u.msg_id == h.msg_id && u.offset == h.offset) {
                 ++pl->stats.duplicates;
@@ -530,6 +531,23 @@ void Mr::on_am(Plane *pl, const WireHdr &h, const AckList &acks, void *data, siz
                 }
                 return;
             }
+            held_key = held_key || u.key == h.key;
+        }
+        Peer::TakeWait &w = p->tw;
+        if (whole && w.armed && !w.landed && w.key == h.key && len <= w.capacity && !held_key) {
+            /* dr_mr_take_wait's waiter: into its buffer, received as dr_mr_take receives a
+             * held message (an older one under the key would be taken first: none held) */
+            if (len != 0) {
+                memcpy(w.buf, data, len);
+            }
+            w.len = len;
+            w.landed = true;
+            p->message_done(now);
+            done_add(p, h.key, h.msg_id);
+            ack(p, h.key, h.msg_id, h.total, pl->index);
+            ++work.landed;
+            ++finished; /* progress returns to the waiter now */
+            return;
         }
         p->unexpected.emplace_back(); /* not zeroed: `held` is written up to len below */
         Unexpected &u = p->unexpected.back();

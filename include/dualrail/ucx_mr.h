@@ -179,6 +179,30 @@ dr_status_t dr_mr_take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size
  */
 size_t dr_mr_take_max(const dr_mr_t *mr);
 
+/*
+ * dr_mr_take for a caller that waits for the message (calls this between dr_mr_progress
+ * calls until it returns DR_OK): when nothing is held under key yet, the peer's next whole
+ * message under key that fits capacity is copied straight into buf by the dr_mr_progress
+ * call that receives it, instead of being held and then copied out again, and a later call
+ * with the same key returns it (DR_OK, *len), received exactly as by dr_mr_take. One such
+ * wait per peer at a time (a second waiter on the same peer gets dr_mr_take's behaviour).
+ * From the first DR_INPROGRESS until a call returns DR_OK, ucx_mr may write buf: a caller
+ * that stops waiting before that calls dr_mr_take_cancel, and only then reuses buf.
+ * DR_ERR_INVALID on bad arguments (nothing waits then).
+ */
+dr_status_t dr_mr_take_wait(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, size_t capacity,
+                            size_t *len);
+
+/*
+ * Ends dr_mr_take_wait's wait for key from peer into buf: DR_OK with *len when the message
+ * came into buf meanwhile (it is received: use it), DR_INPROGRESS when it did not (buf is
+ * the caller's again; the message is held when it comes, for dr_mr_take or a posted
+ * receive). DR_INPROGRESS too when no wait for key into buf is set (another caller's wait
+ * is left alone). DR_ERR_INVALID on bad arguments.
+ */
+dr_status_t dr_mr_take_cancel(dr_mr_t *mr, uint32_t peer, uint64_t key, const void *buf,
+                              size_t *len);
+
 /* Drive every plane; returns non-zero when anything happened. Never blocks. */
 int dr_mr_progress(dr_mr_t *mr);
 
@@ -295,12 +319,15 @@ typedef struct dr_mr_work_stats {
     /* copied sends kept in their peer's ring, without a request (the common small send);
      * the others took the general path (link busy, endpoint not made, ring slot held) */
     uint64_t flat_sends;
-    /* messages received by dr_mr_take, without a request */
+    /* messages received by dr_mr_take or dr_mr_take_wait, without a request */
     uint64_t takes;
     /* blocks of 2 KiB made for whole messages of 257..DR_MR_TAKE_MAX bytes (flat sends'
      * copies, early messages held): reused, so this follows how many were ever in use at
      * once, not the messages */
     uint64_t blocks;
+    /* of the takes, the ones dr_mr_take_wait had copied into the waiter's buffer on arrival
+     * (not held first) */
+    uint64_t landed;
 } dr_mr_work_stats_t;
 
 void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);

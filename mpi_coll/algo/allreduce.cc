@@ -20,9 +20,8 @@
 namespace dualrail {
 namespace coll {
 
-Params normalized(const Params &in)
+void normalize(Params &p)
 {
-    Params p = in;
     p.seq &= kSeqMask;
     if (p.sendbuf == p.recvbuf) {
         p.sendbuf = nullptr;
@@ -33,6 +32,12 @@ Params normalized(const Params &in)
     if (p.segment_size == 0) {
         p.segment_size = kDefaultSegmentBytes;
     }
+}
+
+Params normalized(const Params &in)
+{
+    Params p = in;
+    normalize(p);
     return p;
 }
 

@@ -31,6 +31,8 @@ namespace coll {
 /* p with the sequence number masked, sendbuf == recvbuf turned into nullptr (in place),
  * and zero rd_max_bytes / segment_size replaced by the defaults. */
 Params normalized(const Params &in);
+/* The same in place (dr_allreduce: its arguments are built for the call, no copy needed). */
+void normalize(Params &p);
 
 /* What allreduce() runs for p: kAlgoRing or kAlgoRd (a forced choice is returned as is). */
 int allreduce_choose(const Params &p);

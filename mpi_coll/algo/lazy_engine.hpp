@@ -295,9 +295,11 @@ template <class T> class LazyEngine {
 
     /* Engine::wait for one receive, without the engine until it has waited
      * kAbortListenAfter: progress, the idle callback, the clock every kClockEvery polls. A
-     * deferred receive (req nullptr) is the transport's take() between progress calls, and
-     * is posted when the engine takes over (a message in pieces, too large or not come: the
-     * posted receive's to handle); the message is nearly always a copied send's, whole. */
+     * deferred receive (req nullptr) is the transport's take_wait() between progress calls
+     * (the message, nearly always a copied send's, whole, then lands in the receive's buffer
+     * as it arrives), and is posted when the engine takes over (a message in pieces, too
+     * large or not come: the posted receive's to handle) once take_cancel() has given the
+     * buffer back, or has found the message landed meanwhile. */
     dr_status_t wait_recv(size_t slot)
     {
         const Pending &r = rx_[slot];
@@ -308,7 +310,7 @@ template <class T> class LazyEngine {
         for (;;) {
             size_t got = 0;
             const dr_status_t st =
-                deferred ? t_.take(r.peer, r.key, r.buf, r.len, &got) : t_.reap(r.req, &got);
+                deferred ? t_.take_wait(r.peer, r.key, r.buf, r.len, &got) : t_.reap(r.req, &got);
             if (st != DR_INPROGRESS) {
                 pending_ &= ~(1u << slot);
                 if (st == DR_OK && got == r.len) {
@@ -316,7 +318,18 @@ template <class T> class LazyEngine {
                 }
                 return engine().completed(st, r.peer, r.step, false, got, r.len);
             }
-            const int events = t_.progress();
+            int events;
+            try {
+                events = t_.progress();
+            } catch (...) {
+                /* out of memory inside the transport: r.buf must not be written after the
+                 * call has left (its caller frees or reuses it) */
+                if (deferred) {
+                    size_t n = 0;
+                    (void)t_.take_cancel(r.peer, r.key, r.buf, &n);
+                }
+                throw;
+            }
             if ((++polls & (kClockEvery - 1)) == 0) {
                 const auto now = std::chrono::steady_clock::now();
                 if (!since_set) {
@@ -328,6 +341,13 @@ template <class T> class LazyEngine {
                      * now on, as it would have here, and keeps the timeout (its inactivity
                      * span starts now, kAbortListenAfter later than an engine-run call's). */
                     if (deferred) {
+                        size_t landed = 0;
+                        if (t_.take_cancel(r.peer, r.key, r.buf, &landed) == DR_OK) {
+                            pending_ &= ~(1u << slot); /* it came as the wait ended */
+                            return landed == r.len ? DR_OK
+                                                   : engine().completed(DR_OK, r.peer, r.step,
+                                                                        false, landed, r.len);
+                        }
                         const dr_status_t pst = post_deferred(slot);
                         if (pst != DR_OK) {
                             return engine().post_failed(pst, r.peer, r.step, false);

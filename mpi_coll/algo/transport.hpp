@@ -70,6 +70,23 @@ class Transport {
         (void)len;
         return DR_INPROGRESS;
     }
+    /* take() for a waiter that calls it until DR_OK (dr_mr_take_wait): the transport may
+     * write buf from the first DR_INPROGRESS on, as the message arrives, until a call
+     * returns DR_OK or take_cancel() is called. Default: take(). */
+    virtual dr_status_t take_wait(int peer, uint64_t key, void *buf, size_t capacity, size_t *len)
+    {
+        return take(peer, key, buf, capacity, len);
+    }
+    /* Ends take_wait()'s wait into buf (dr_mr_take_cancel): DR_OK with *len when the message
+     * came into buf meanwhile, DR_INPROGRESS when buf is untouched and the caller's again. */
+    virtual dr_status_t take_cancel(int peer, uint64_t key, const void *buf, size_t *len)
+    {
+        (void)peer;
+        (void)key;
+        (void)buf;
+        (void)len;
+        return DR_INPROGRESS;
+    }
 
     /* "peer rank 3 (process 7)": how error lines name a peer (no allocation, no throw). */
     virtual void peer_name(int peer, char *buf, size_t len) const = 0;

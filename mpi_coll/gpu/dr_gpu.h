@@ -151,6 +151,14 @@ const dr_mem_ops_t *dr_mem_cuda(void);
  * machine without a GPU answers from the cached "no GPU", not per pointer.
  */
 uint64_t dr_mem_cuda_pointer_queries(void);
+/*
+ * 1 when no device buffer can exist in this process: a build without CUDA, or no
+ * driver at all (neither a usable runtime nor libcuda). Then dr_mem_cuda()->kind()
+ * answers DR_MEM_HOST for every pointer and a caller may skip asking it per call; 0
+ * where a driver is present, even one too old for the runtime (whose device buffers
+ * kind() must still see, to refuse them). Runs the detection on its first call.
+ */
+int dr_mem_cuda_no_device(void);
 /* The host stand-in (always built). */
 const dr_mem_ops_t *dr_mem_standin(void);
 

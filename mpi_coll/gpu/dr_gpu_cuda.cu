@@ -488,6 +488,13 @@ extern "C" uint64_t dr_mem_cuda_pointer_queries(void)
     return g_queries.load(std::memory_order_relaxed);
 }
 
+extern "C" int dr_mem_cuda_no_device(void)
+{
+    /* cuda_kind's early answer, for every pointer (g_ptr_attrs is set, if ever, by the
+     * detection cuda_available runs first) */
+    return !cuda_available() && g_ptr_attrs == nullptr;
+}
+
 extern "C" dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t count,
                                      void *stream)
 {

@@ -99,6 +99,11 @@ uint64_t dr_mem_cuda_pointer_queries(void)
     return 0;
 }
 
+int dr_mem_cuda_no_device(void)
+{
+    return 1;
+}
+
 dr_status_t dr_gpu_reduce(int op, int type, const void *in, void *inout, size_t count, void *stream)
 {
     (void)op;

@@ -80,7 +80,7 @@ function(dr_mr_internal_test name)
   set_tests_properties(unit_mr_${name} PROPERTIES TIMEOUT 60 LABELS unit)
 endfunction()
 # A flat send's wire: one UCP tag message (ucx_mr/mr_internal.hpp, kWholeTag); foreign or
-# malformed ones dropped (mr_flat.cc, tag_receive).
+# malformed ones dropped (mr_tag.cc).
 dr_mr_internal_test(flat_wire)
 # A peer's down notice older than the probe's pong that re-admitted the link is ignored.
 dr_mr_internal_test(down_notice)

@@ -354,6 +354,118 @@ static void test_take(void **state)
     assert_int_equal(drain_copies(p), 0);
 }
 
+/* Progress both ends until b's dr_mr_work().landed passes `landed` (bounded: 10 s). */
+static uint64_t wait_landed(pair_t *p, uint64_t landed)
+{
+    dr_mr_work_stats_t w;
+    dr_mr_work(p->b, &w);
+    for (double end = now_s() + 10; w.landed <= landed && now_s() < end; dr_mr_work(p->b, &w)) {
+        dr_mr_progress(p->a);
+        dr_mr_progress(p->b);
+    }
+    return w.landed;
+}
+
+/* dr_mr_take_wait: a waiter's buffer receives the message as it arrives (not held, then
+ * copied out); received exactly once, and its buffer is the caller's again after a cancel. */
+static void test_take_wait(void **state)
+{
+    pair_t *p = *state;
+    enum { MAXB = DR_MR_TAKE_MAX };
+    static unsigned char src[MAXB], dst[MAXB], far[MAXB];
+    const uint64_t key = 9970;
+    dr_mr_req_t *s, *r;
+    size_t len = 12345;
+    dr_mr_work_stats_t w0, w1;
+    assert_int_equal(drain_copies(p), 0);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key, dst, sizeof(dst), NULL), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_take_wait(p->b, 77777, key, dst, sizeof(dst), &len), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key, dst, NULL), DR_ERR_INVALID);
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key, dst, &len), DR_INPROGRESS); /* none set */
+
+    /* Waited for before it is sent, at every length class (empty, inline, a block). */
+    const size_t sizes[] = {0, 8, 1000, MAXB};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        const size_t n = sizes[i];
+        const uint64_t k = key + i;
+        fill(src, MAXB, (unsigned)(700 + i));
+        memset(dst, 0, sizeof(dst));
+        dr_mr_work(p->b, &w0);
+        assert_int_equal(dr_mr_take_wait(p->b, 0, k, dst, sizeof(dst), &len), DR_INPROGRESS);
+        assert_int_equal(dr_mr_isend(p->a, 1, k, src, n, &s), DR_OK);
+        dr_mr_req_free(p->a, s);
+        assert_int_equal(wait_landed(p, w0.landed), w0.landed + 1);
+        assert_memory_equal(dst, src, n); /* there before the waiter looks again */
+        len = 12345;
+        assert_int_equal(dr_mr_take_wait(p->b, 0, k, dst, sizeof(dst), &len), DR_OK);
+        assert_int_equal(len, n);
+        assert_int_equal(dr_mr_take_wait(p->b, 0, k, dst, sizeof(dst), &len), DR_INPROGRESS);
+        assert_int_equal(dr_mr_take_cancel(p->b, 0, k, dst, &len), DR_INPROGRESS); /* taken once */
+        dr_mr_work(p->b, &w1);
+        assert_int_equal(w1.takes - w0.takes, 1);
+        assert_int_equal(w1.landed - w0.landed, 1);
+    }
+    assert_int_equal(drain_copies(p), 0); /* each acknowledged */
+
+    /* Cancelled before it came: held, and dr_mr_take's; the buffer untouched. */
+    dr_mr_work(p->b, &w0);
+    memset(dst, 0, sizeof(dst));
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 10, dst, sizeof(dst), &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 10, dst, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 10, src, 64, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    assert_int_equal(dr_mr_take(p->b, 0, key + 10, far, sizeof(far), &len), DR_OK);
+    assert_int_equal(len, 64);
+    assert_memory_equal(far, src, 64);
+    for (size_t i = 0; i < sizeof(dst); ++i) {
+        assert_int_equal(dst[i], 0);
+    }
+
+    /* Landed, then cancelled: the cancel hands it over (not to a caller naming another
+     * buffer, which ends nothing). */
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 11, dst, sizeof(dst), &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 11, far, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 11, src, 300, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    dr_mr_work(p->b, &w1);
+    assert_int_equal(wait_landed(p, w1.landed), w1.landed + 1);
+    len = 0;
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 11, dst, &len), DR_OK);
+    assert_int_equal(len, 300);
+    assert_memory_equal(dst, src, 300);
+    assert_int_equal(dr_mr_take(p->b, 0, key + 11, dst, sizeof(dst), &len), DR_INPROGRESS);
+
+    /* One wait per peer: a second key on the same peer is a plain take (held, then taken). */
+    dr_mr_work(p->b, &w0);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 20, dst, sizeof(dst), &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 21, far, sizeof(far), &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 21, src, 40, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 21, far, sizeof(far), &len), DR_OK);
+    assert_int_equal(len, 40);
+    assert_memory_equal(far, src, 40);
+    dr_mr_work(p->b, &w1);
+    assert_int_equal(w1.landed, w0.landed); /* held, not landed */
+
+    /* Longer than the waiter's buffer: never lands there; a posted receive reports it. */
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 20, dst, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 22, dst, 50, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_isend(p->a, 1, key + 22, src, 100, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+    assert_int_equal(drain_copies(p), 0);
+    assert_int_equal(dr_mr_take_wait(p->b, 0, key + 22, dst, 50, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 22, dst, &len), DR_INPROGRESS);
+    assert_int_equal(dr_mr_irecv(p->b, 0, key + 22, dst, 50, &r), DR_OK);
+    dr_status_t ss, rs;
+    finish(p, NULL, r, &ss, &rs, NULL);
+    assert_int_equal(rs, DR_ERR_TRUNCATED);
+    dr_mr_req_free(p->b, r);
+    dr_mr_work(p->b, &w1);
+    assert_int_equal(w1.landed, w0.landed);
+}
+
 /* dr_mr_config_t.wakeup: without it (the default) dr_mr_wait_event naps (DR_MR_NAP_US) instead
  * of sleeping until data or its timeout; with it, waits sleep on the planes' descriptors.
  * Either way messages flow, dr_mr_wait (which sleeps once it has polled a while) included. */
@@ -616,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_acks_one_way_packed),
         cmocka_unit_test(test_flat_sends),
         cmocka_unit_test(test_take),
+        cmocka_unit_test(test_take_wait),
         cmocka_unit_test(test_wakeup_modes),
         cmocka_unit_test(test_early_small_message_acked),
         cmocka_unit_test(test_idle_peers_not_visited),

@@ -1,12 +1,12 @@
 /*
  * A whole small message's wire (ucx_mr/mr_internal.hpp, kWholeTag): a whole message of up
  * to kTagWholeMax bytes travels as one UCP tag message [WireHdr][data][acknowledged
- * msg_ids], and the receiver takes such messages out of UCP's queue after each poll
- * (mr_flat.cc, tag_receive).
+ * msg_ids], and the receiver keeps a receive posted for them on each plane (mr_tag.cc).
  *
  *   wire       b's flat send to a sits in a's plane worker as a kWholeTag message of
  *              sizeof(WireHdr) + its length (+ 4 bytes per acknowledgement it carries),
- *              seen with a non-removing probe before ucx_mr looks; then dr_mr_take has it;
+ *              as a's plane takes it in (its posted receive, mr_tag.cc, which is posted
+ *              again at the next poll); then dr_mr_take has it;
  *              flat sends of 1000 bytes and of kTagWholeMax (their copies in blocks) are
  *              such messages too, on every UCX; one past kTagWholeMax an active message;
  *              all received whole
@@ -14,6 +14,8 @@
  *              too long for a flat send's buffer, or whose header claims more data than
  *              they hold: each is dropped; a well-formed one from "process 1" in between
  *              is taken whole; a and b still exchange afterwards
+ *   stuck      a's posted receive replaced by one that never completes: a whole message
+ *              waits in UCP's queue until the watchdog's look cancels it; then delivered
  *
  * Loopback only (UCX_TLS tcp on lo), every wait bounded.
  */
@@ -34,6 +36,7 @@ using dualrail::mr::kData;
 using dualrail::mr::kWholeTag;
 using dualrail::mr::kWireVersion;
 using dualrail::mr::Mr;
+using dualrail::mr::Plane;
 using dualrail::mr::WireHdr;
 using dualrail::test::mr_pair_open;
 using dualrail::test::now_s;
@@ -65,21 +68,18 @@ void send(dr_mr_t *from, uint32_t to, uint64_t key, const void *buf, size_t len)
     }
 }
 
-/* Progress b and a's worker alone (ucx_mr on a's side does not look) until a kWholeTag
- * message is in a's worker, seen by a non-removing probe; its length, or 0 if none came in
- * `wait` seconds. */
+/* Progress b and a until a takes in a kWholeTag message (its plane's tag_msgs moves): that
+ * message's length on the wire, or 0 if none came in `wait` seconds. */
 size_t tagged_len(dr_mr_t *a, dr_mr_t *b, double wait)
 {
     Mr *ma = a;
-    ucp_worker_h w = ma->planes[0]->worker;
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h m = nullptr;
-    for (double end = now_s() + wait; m == nullptr && now_s() < end;) {
+    const Plane *pl = ma->planes[0].get();
+    const uint64_t before = pl->tag_msgs;
+    for (double end = now_s() + wait; pl->tag_msgs == before && now_s() < end;) {
         dr_mr_progress(b);
-        ucp_worker_progress(w);
-        m = ucp_tag_probe_nb(w, kWholeTag, ~(ucp_tag_t)0, 0, &info);
+        dr_mr_progress(a);
     }
-    return m != nullptr ? info.length : 0;
+    return pl->tag_msgs != before ? pl->tag_last_len : 0;
 }
 
 /* A message's length on the wire is the header, the data and whole acknowledgements. */
@@ -109,6 +109,11 @@ void test_wire(dr_mr_t *a, dr_mr_t *b)
     CHECK(wire == 0 || framed(wire, sizeof(msg)), "framed as header, data, acknowledgements");
     CHECK(take(a, b, 1, 7001, got, sizeof(got), &len) == DR_OK, "then taken");
     CHECK(len == sizeof(msg) && std::memcmp(got, msg, sizeof(msg)) == 0, "whole and exact");
+    /* Received by the plane's posted receive (mr_tag.cc), not probed out of UCP's queue:
+     * after a poll the receive is posted again. */
+    dr_mr_progress(a);
+    CHECK(static_cast<Mr *>(a)->planes[0]->rx == Plane::Rx::kPosted,
+          "a's plane keeps a receive posted for whole messages");
 
     /* a flat send past the slot's inline bytes (its copy in a block), and one of
      * kTagWholeMax, the largest whole message: tagged on every UCX (a flat send does not ask
@@ -220,6 +225,57 @@ void test_foreign(dr_mr_t *a, dr_mr_t *b)
           "a to b after the foreign messages");
 }
 
+void stuck_cb(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info, void *arg)
+{
+    (void)request;
+    (void)status;
+    (void)info;
+    *static_cast<bool *>(arg) = true;
+}
+
+/* A plane whose posted receive is taken by a message that never completes (here: replaced
+ * by a receive of another tag, which nothing sends) has whole messages wait in UCP's queue;
+ * the watchdog's look (tag_watch, every 2 ms) cancels it and they are delivered. */
+void test_stuck_receive(dr_mr_t *a, dr_mr_t *b)
+{
+    Mr *ma = a;
+    Plane *pl = ma->planes[0].get();
+    char got[64] = {};
+    size_t len = 0;
+    dr_mr_progress(a); /* the receive posted */
+    CHECK(pl->rx == Plane::Rx::kPosted, "a's receive for whole messages is posted");
+    /* its receive cancelled as Mr::tag_cancel does (ucx_mr's internals are not exported) */
+    ucp_request_cancel(pl->worker, pl->rx_req);
+    for (int i = 0; i < 1000 && !pl->rx_done; ++i) {
+        ucp_worker_progress(pl->worker);
+    }
+    CHECK(pl->rx_done, "a's receive cancelled");
+    ucp_request_free(pl->rx_req);
+    pl->rx_req = nullptr;
+    pl->rx_done = false;
+    bool cancelled = false;
+    ucp_request_param_t rp;
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.recv = stuck_cb;
+    rp.user_data = &cancelled;
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(pl->worker, pl->tag_in, sizeof(pl->tag_in), 0x5354554bull,
+                                          ~(ucp_tag_t)0, &rp);
+    CHECK(r != nullptr && !UCS_PTR_IS_ERR(r), "a stand-in receive that never completes");
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+        return;
+    }
+    pl->rx_req = r;
+    pl->rx = Plane::Rx::kPosted;
+    const char msg[8] = "queued";
+    send(b, 0, 8301, msg, sizeof(msg));
+    CHECK(take(a, b, 1, 8301, got, sizeof(got), &len) == DR_OK && len == sizeof(msg) &&
+              std::memcmp(got, msg, sizeof(msg)) == 0,
+          "the queued message is delivered once the stuck receive is cancelled");
+    CHECK(cancelled, "the stuck receive was cancelled");
+    dr_mr_progress(a);
+    CHECK(pl->rx == Plane::Rx::kPosted, "and a new one posted"); /* (UCP may reuse r's memory) */
+}
+
 } // namespace
 
 int main()
@@ -231,6 +287,7 @@ int main()
     }
     test_wire(a, b);
     test_foreign(a, b);
+    test_stuck_receive(a, b);
     dr_mr_destroy(a);
     dr_mr_destroy(b);
     return dualrail::test::check_report();
