@@ -119,22 +119,29 @@ struct Plane {
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
-    bool tag_more = false;       /* Rx::kFailed: probe UCP's queue at the next poll (tag_receive) */
+    bool tag_more = false; /* kFailed, kStuck: probe UCP's queue at the next poll (tag_receive) */
     /* The receive posted for whole messages (mr_tag.cc): UCP copies one straight into tag_in
      * as it arrives (no unexpected descriptor, no probe, no second copy); tag_complete hands
      * it to on_am, and the next poll posts it again. */
-    enum class Rx : uint8_t { kIdle, kPosted, kFailed } rx = Rx::kIdle;
+    /* kStuck: the posted receive was taken by a message that has not completed for two
+     * watchdog looks (tag_watch) while others queue; left to UCP (it still owns tag_in),
+     * UCP's queue probed into tag_probe_in meanwhile, normal again once it completes. */
+    enum class Rx : uint8_t { kIdle, kPosted, kFailed, kStuck } rx = Rx::kIdle;
     bool rx_warned = false; /* a failed post was logged (once per plane) */
     void *rx_req = nullptr; /* while kPosted */
+    uint64_t rx_posts = 0;  /* receives posted (from 1: tag_watch tells them apart) */
+    uint64_t rx_suspect = 0; /* tag_watch found rx_posts' receive stuck once (0: none) */
     bool rx_done = false;   /* rx_req completed (its callback): tag_in holds rx_len bytes */
     ucs_status_t rx_status = UCS_OK;
     size_t rx_len = 0;
     uint64_t tag_msgs = 0;   /* whole messages taken in, either way (unit_mr_flat_wire) */
     size_t tag_last_len = 0; /* the last one's length on the wire (unit_mr_flat_wire) */
-    /* The receive buffer of whole messages: the plane's, not the stack's, so that not even a
-     * foreign message UCP might still be writing after a failed receive can reach a dead
-     * frame. */
+    /* The receive buffers of whole messages, the posted receive's and the probe's: the
+     * plane's, not the stack's, so that not even a foreign message UCP might still be
+     * writing after a failed receive can reach a dead frame; two, so that the probe never
+     * reads into what a stuck receive may still write. */
     alignas(8) char tag_in[kTagWireMax];
+    alignas(8) char tag_probe_in[kTagWireMax];
 };
 
 /* Small messages travel on one plane (Mr::small_plane), so with only small messages in
@@ -618,7 +625,8 @@ struct Mr {
         const unsigned n = ucp_worker_progress(pl->worker) + taken;
         if (pl->rx_done) {
             tag_complete(pl);
-        } else if (pl->rx == Plane::Rx::kFailed && (n != 0 || pl->tag_more)) {
+        } else if ((pl->rx == Plane::Rx::kFailed || pl->rx == Plane::Rx::kStuck) &&
+                   (n != 0 || pl->tag_more)) {
             tag_receive(pl);
         }
         return n;
@@ -633,13 +641,15 @@ struct Mr {
     /* Cancels pl's posted receive (before its worker is destroyed); bounded. */
     void tag_cancel(Plane *pl);
     /* The watchdog's look at pl's receive (every 2 ms): a receive stuck on a message whose
-     * later fragments never came (whole messages then wait in UCP's queue) is cancelled,
-     * and a plane that could not post one tries again. */
+     * later fragments never came (whole messages then wait in UCP's queue) turns the plane
+     * to probing until it completes (Rx::kStuck), and a plane that could not post one tries
+     * again. */
     void tag_watch(Plane *pl);
     /* A kWholeTag message of got bytes in buf (st: how its receive ended) to on_am, or
      * dropped (foreign or malformed). */
     void tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st);
-    /* The whole messages (kWholeTag) UCP holds for pl, through on_am (Rx::kFailed). */
+    /* The whole messages (kWholeTag) UCP holds for pl, through on_am (Rx::kFailed,
+     * Rx::kStuck). */
     void tag_receive(Plane *pl);
     /* A whole message's segment of len <= kTagWholeMax bytes (post_data's op) as a tag
      * message through tag_out, if UCX sends it at once; false: nothing was sent. */

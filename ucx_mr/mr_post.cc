@@ -273,7 +273,10 @@ static dr_status_t take(dr_mr_t *mr, uint32_t peer, uint64_t key, void *buf, siz
         }
         return DR_OK;
     }
-    if (wait && !w.armed && !found) {
+    if (found) {
+        return DR_INPROGRESS; /* in pieces or too large: a posted receive's */
+    }
+    if (wait && !w.armed) {
         w.key = key;
         w.buf = static_cast<char *>(buf);
         w.capacity = capacity;

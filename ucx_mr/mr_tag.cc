@@ -18,7 +18,9 @@
  * between a completion and the next poll) waits in UCP's unexpected queue, where the next
  * post finds it at once (ucp_tag_recv_nbx completes from the queue); tag_post takes up to
  * kTagDrainMax that way. A plane whose receive cannot be posted (an error from UCP, not
- * seen) falls back to probing the queue after every poll that had events (tag_receive).
+ * seen) falls back to probing the queue after every poll that had events (tag_receive), as
+ * does one whose receive a message of several fragments took and never finished (a foreign
+ * sender's; tag_watch), until that receive completes.
  */
 #include <cstring>
 
@@ -79,6 +81,7 @@ unsigned Mr::tag_post(Plane *pl)
         }
         pl->rx_req = r;
         pl->rx = Plane::Rx::kPosted;
+        ++pl->rx_posts;
         return n;
     }
     return n; /* kTagDrainMax taken: the rest at the next poll (still kIdle) */
@@ -86,6 +89,7 @@ unsigned Mr::tag_post(Plane *pl)
 
 void Mr::tag_complete(Plane *pl)
 {
+    /* kPosted, or kStuck whose receive finished after all: posted again at the next poll */
     pl->rx_done = false;
     if (pl->rx_req != nullptr) {
         ucp_request_free(pl->rx_req);
@@ -97,15 +101,17 @@ void Mr::tag_complete(Plane *pl)
 
 void Mr::tag_cancel(Plane *pl)
 {
-    if (pl->rx != Plane::Rx::kPosted || pl->rx_req == nullptr) {
+    if ((pl->rx != Plane::Rx::kPosted && pl->rx != Plane::Rx::kStuck) || pl->rx_req == nullptr) {
         return;
     }
+    /* A receive no fragment has matched completes inside the cancel; one a fragment has
+     * matched cannot be cancelled (UCP), and a few polls give it its chance. Freed either
+     * way: a request freed before it completes is released by UCP when it does
+     * (ucp_request_free), and the worker's destruction follows at once (teardown only). */
     ucp_request_cancel(pl->worker, pl->rx_req);
-    for (int i = 0; i < 1000 && !pl->rx_done; ++i) {
+    for (int i = 0; i < 100 && !pl->rx_done; ++i) {
         ucp_worker_progress(pl->worker);
     }
-    /* Freed either way: a request freed before it completes is released by UCP when it
-     * does (ucp_request_free), and the worker's destruction follows. */
     ucp_request_free(pl->rx_req);
     pl->rx_req = nullptr;
     pl->rx_done = false;
@@ -114,6 +120,10 @@ void Mr::tag_cancel(Plane *pl)
 
 void Mr::tag_watch(Plane *pl)
 {
+    if (pl->rx_done) {
+        tag_complete(pl); /* (poll hands completions on at once; kept for safety) */
+        return;
+    }
     if (pl->rx == Plane::Rx::kFailed) {
         pl->rx = Plane::Rx::kIdle; /* post again at the next poll (probed meanwhile) */
         return;
@@ -122,18 +132,28 @@ void Mr::tag_watch(Plane *pl)
         return;
     }
     /* With the receive posted, a whole message goes to UCP's queue only when the receive is
-     * taken already: by a message of several fragments (a foreign sender's, or a TCP
-     * segment set below kTagWireMax) whose rest has not come. If it never comes (its sender
-     * gone), every later one would wait in the queue. */
+     * taken already: by a message of several fragments (a foreign sender's: ucx_mr's own
+     * are one fragment, its TCP segments being 64 KiB or more) whose rest has not come. If
+     * it never comes (its sender gone), every later one would wait in the queue. UCP cannot
+     * cancel a receive a fragment has matched, so the plane probes the queue into its
+     * other buffer until that receive completes, if ever (Rx::kStuck). Only when the same
+     * receive is found so at two looks in a row, 2 ms or more apart: a message whose
+     * fragments are still arriving completes within microseconds. */
     ucp_tag_recv_info_t info;
     if (ucp_tag_probe_nb(pl->worker, kWholeTag, ~(ucp_tag_t)0, 0, &info) == nullptr) {
+        pl->rx_suspect = 0;
+        return;
+    }
+    if (pl->rx_suspect != pl->rx_posts) {
+        pl->rx_suspect = pl->rx_posts; /* first look: the next one decides */
         return;
     }
     log(DR_LOG_INFO,
-        "plane %d (%s): the receive of whole messages waited on a partial "
-        "message while others queued: cancelled, posted again",
+        "plane %d (%s): the receive of whole messages waits on an unfinished message while "
+        "others queue: probing for them until it completes",
         pl->index, pl->device.c_str());
-    tag_cancel(pl);
+    pl->rx = Plane::Rx::kStuck;
+    pl->tag_more = true;
 }
 
 void Mr::tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st)
@@ -168,7 +188,7 @@ void Mr::tag_receive(Plane *pl)
         if (m == nullptr) {
             return;
         }
-        char *const buf = pl->tag_in;
+        char *const buf = pl->tag_probe_in; /* tag_in may be a stuck receive's */
         ucp_request_param_t rp;
         rp.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         rp.recv_info.tag_info = &info;

@@ -300,6 +300,23 @@ template <class T> class LazyEngine {
      * as it arrives), and is posted when the engine takes over (a message in pieces, too
      * large or not come: the posted receive's to handle) once take_cancel() has given the
      * buffer back, or has found the message landed meanwhile. */
+    /* Ends a take_wait() on every way out of wait_recv but those that end it themselves (a
+     * take that returned, the cancel before the slow mode's receive): an exception from the
+     * transport (out of memory) or the idle callback must not leave r.buf to be written
+     * after the call has left, when its caller frees or reuses it. */
+    struct TakeGuard {
+        T &t;
+        const Pending &r;
+        bool armed;
+        ~TakeGuard()
+        {
+            if (armed) {
+                size_t n = 0;
+                (void)t.take_cancel(r.peer, r.key, r.buf, &n);
+            }
+        }
+    };
+
     dr_status_t wait_recv(size_t slot)
     {
         const Pending &r = rx_[slot];
@@ -307,29 +324,20 @@ template <class T> class LazyEngine {
         unsigned polls = 0, spins = 0;
         bool since_set = false;
         std::chrono::steady_clock::time_point since;
+        TakeGuard guard{t_, r, deferred};
         for (;;) {
             size_t got = 0;
             const dr_status_t st =
                 deferred ? t_.take_wait(r.peer, r.key, r.buf, r.len, &got) : t_.reap(r.req, &got);
             if (st != DR_INPROGRESS) {
+                guard.armed = false; /* returned (or refused): no wait left */
                 pending_ &= ~(1u << slot);
                 if (st == DR_OK && got == r.len) {
                     return DR_OK;
                 }
                 return engine().completed(st, r.peer, r.step, false, got, r.len);
             }
-            int events;
-            try {
-                events = t_.progress();
-            } catch (...) {
-                /* out of memory inside the transport: r.buf must not be written after the
-                 * call has left (its caller frees or reuses it) */
-                if (deferred) {
-                    size_t n = 0;
-                    (void)t_.take_cancel(r.peer, r.key, r.buf, &n);
-                }
-                throw;
-            }
+            const int events = t_.progress();
             if ((++polls & (kClockEvery - 1)) == 0) {
                 const auto now = std::chrono::steady_clock::now();
                 if (!since_set) {
@@ -342,6 +350,7 @@ template <class T> class LazyEngine {
                      * span starts now, kAbortListenAfter later than an engine-run call's). */
                     if (deferred) {
                         size_t landed = 0;
+                        guard.armed = false;
                         if (t_.take_cancel(r.peer, r.key, r.buf, &landed) == DR_OK) {
                             pending_ &= ~(1u << slot); /* it came as the wait ended */
                             return landed == r.len ? DR_OK
