@@ -97,9 +97,7 @@ void mca_coll_dualrail_reduce_ctx_init(mca_coll_dualrail_reduce_ctx_t *ctx, stru
 {
     /* Classified at the first reduction, which comes after the call's first send: a small
      * exchange's latency pays for what runs before that send (README, Small messages). */
-    ctx->op = op;
-    ctx->dtype = dtype;
-    ctx->own = DUALRAIL_OWN_UNSET;
+    mca_coll_dualrail_reduce_ctx_known(ctx, op, dtype, DUALRAIL_OWN_UNSET);
 }
 
 int mca_coll_dualrail_reduce_class(struct ompi_op_t *op, struct ompi_datatype_t *dtype)

@@ -122,10 +122,10 @@ struct Plane {
     bool tag_more = false; /* kFailed, kStuck: probe UCP's queue at the next poll (tag_receive) */
     /* The receive posted for whole messages (mr_tag.cc): UCP copies one straight into tag_in
      * as it arrives (no unexpected descriptor, no probe, no second copy); tag_complete hands
-     * it to on_am, and the next poll posts it again. */
-    /* kStuck: the posted receive was taken by a message that has not completed for two
-     * watchdog looks (tag_watch) while others queue; left to UCP (it still owns tag_in),
-     * UCP's queue probed into tag_probe_in meanwhile, normal again once it completes. */
+     * it to on_am, and the next poll posts it again. kStuck: the posted receive was taken
+     * by a message that has not completed for two watchdog looks (tag_watch) while others
+     * queue; left to UCP (it still owns tag_in), UCP's queue probed into tag_probe_in
+     * meanwhile, normal again once it completes. */
     enum class Rx : uint8_t { kIdle, kPosted, kFailed, kStuck } rx = Rx::kIdle;
     bool rx_warned = false; /* a failed post was logged (once per plane) */
     void *rx_req = nullptr; /* while kPosted */

@@ -72,14 +72,11 @@ unsigned Mr::tag_post(Plane *pl)
             pl->tag_more = true;
             return n;
         }
+        pl->rx_req = r;
         if (pl->rx_done) {
-            /* one from UCP's queue, completed inside the call */
-            ucp_request_free(r);
-            pl->rx_done = false;
-            tag_deliver(pl, pl->tag_in, pl->rx_len, pl->rx_status);
+            tag_complete(pl); /* one from UCP's queue, completed inside the call */
             continue;
         }
-        pl->rx_req = r;
         pl->rx = Plane::Rx::kPosted;
         ++pl->rx_posts;
         return n;
@@ -89,7 +86,8 @@ unsigned Mr::tag_post(Plane *pl)
 
 void Mr::tag_complete(Plane *pl)
 {
-    /* kPosted, or kStuck whose receive finished after all: posted again at the next poll */
+    /* kPosted, kStuck whose receive finished after all, or tag_post's receive completed from
+     * UCP's queue inside the call: posted again at the next poll (tag_post goes on itself) */
     pl->rx_done = false;
     if (pl->rx_req != nullptr) {
         ucp_request_free(pl->rx_req);

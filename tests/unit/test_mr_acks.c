@@ -286,6 +286,14 @@ static void test_flat_sends(void **state)
     assert_int_equal(drain_copies(p), 0);
 }
 
+/* a's copied send of n bytes of buf to b under key, its handle given back at once */
+static void a_sends(pair_t *p, uint64_t key, const void *buf, size_t n)
+{
+    dr_mr_req_t *s;
+    assert_int_equal(dr_mr_isend(p->a, 1, key, buf, n, &s), DR_OK);
+    dr_mr_req_free(p->a, s);
+}
+
 /* dr_mr_take: a message that arrived whole before any receive is received without a
  * request (exact bytes and length, once, acknowledged: the sender's copy retired); one not
  * here yet, or larger than the buffer, is left for a posted receive (which reports the
@@ -308,9 +316,7 @@ static void test_take(void **state)
     for (int i = 0; i < N; ++i) {
         const size_t n = i == 0 ? 0 : (size_t)(i * 173) % (MAXB + 1);
         fill(src[i], MAXB, (unsigned)(300 + i));
-        dr_mr_req_t *s;
-        assert_int_equal(dr_mr_isend(p->a, 1, key + (uint64_t)i, src[i], n, &s), DR_OK);
-        dr_mr_req_free(p->a, s);
+        a_sends(p, key + (uint64_t)i, src[i], n);
     }
     /* Every copy retired: b holds all N (acknowledged when they arrived). */
     assert_int_equal(drain_copies(p), 0);
@@ -328,9 +334,8 @@ static void test_take(void **state)
     assert_int_equal(w1.takes - w0.takes, N);
 
     /* Larger than the buffer: left where it is, and a posted receive reports it. */
-    dr_mr_req_t *s, *r;
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 100, src[0], 100, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    dr_mr_req_t *r;
+    a_sends(p, key + 100, src[0], 100);
     assert_int_equal(drain_copies(p), 0);
     assert_int_equal(dr_mr_take(p->b, 0, key + 100, dst, 50, &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_irecv(p->b, 0, key + 100, dst, 50, &r), DR_OK);
@@ -340,8 +345,7 @@ static void test_take(void **state)
     dr_mr_req_free(p->b, r);
 
     /* Taken while still in flight: the waiter's loop, progress and take until it is here. */
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 101, src[1], 64, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    a_sends(p, key + 101, src[1], 64);
     dr_status_t st = DR_INPROGRESS;
     for (double end = now_s() + 10; st == DR_INPROGRESS && now_s() < end;) {
         dr_mr_progress(p->a);
@@ -374,7 +378,7 @@ static void test_take_wait(void **state)
     enum { MAXB = DR_MR_TAKE_MAX };
     static unsigned char src[MAXB], dst[MAXB], far[MAXB];
     const uint64_t key = 9970;
-    dr_mr_req_t *s, *r;
+    dr_mr_req_t *r;
     size_t len = 12345;
     dr_mr_work_stats_t w0, w1;
     assert_int_equal(drain_copies(p), 0);
@@ -392,8 +396,7 @@ static void test_take_wait(void **state)
         memset(dst, 0, sizeof(dst));
         dr_mr_work(p->b, &w0);
         assert_int_equal(dr_mr_take_wait(p->b, 0, k, dst, sizeof(dst), &len), DR_INPROGRESS);
-        assert_int_equal(dr_mr_isend(p->a, 1, k, src, n, &s), DR_OK);
-        dr_mr_req_free(p->a, s);
+        a_sends(p, k, src, n);
         assert_int_equal(wait_landed(p, w0.landed), w0.landed + 1);
         assert_memory_equal(dst, src, n); /* there before the waiter looks again */
         len = 12345;
@@ -412,8 +415,7 @@ static void test_take_wait(void **state)
     memset(dst, 0, sizeof(dst));
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 10, dst, sizeof(dst), &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 10, dst, &len), DR_INPROGRESS);
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 10, src, 64, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    a_sends(p, key + 10, src, 64);
     assert_int_equal(drain_copies(p), 0);
     assert_int_equal(dr_mr_take(p->b, 0, key + 10, far, sizeof(far), &len), DR_OK);
     assert_int_equal(len, 64);
@@ -426,8 +428,7 @@ static void test_take_wait(void **state)
      * buffer, which ends nothing). */
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 11, dst, sizeof(dst), &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 11, far, &len), DR_INPROGRESS);
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 11, src, 300, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    a_sends(p, key + 11, src, 300);
     dr_mr_work(p->b, &w1);
     assert_int_equal(wait_landed(p, w1.landed), w1.landed + 1);
     len = 0;
@@ -440,8 +441,7 @@ static void test_take_wait(void **state)
     dr_mr_work(p->b, &w0);
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 20, dst, sizeof(dst), &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 21, far, sizeof(far), &len), DR_INPROGRESS);
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 21, src, 40, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    a_sends(p, key + 21, src, 40);
     assert_int_equal(drain_copies(p), 0);
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 21, far, sizeof(far), &len), DR_OK);
     assert_int_equal(len, 40);
@@ -452,8 +452,7 @@ static void test_take_wait(void **state)
     /* Longer than the waiter's buffer: never lands there; a posted receive reports it. */
     assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 20, dst, &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 22, dst, 50, &len), DR_INPROGRESS);
-    assert_int_equal(dr_mr_isend(p->a, 1, key + 22, src, 100, &s), DR_OK);
-    dr_mr_req_free(p->a, s);
+    a_sends(p, key + 22, src, 100);
     assert_int_equal(drain_copies(p), 0);
     assert_int_equal(dr_mr_take_wait(p->b, 0, key + 22, dst, 50, &len), DR_INPROGRESS);
     assert_int_equal(dr_mr_take_cancel(p->b, 0, key + 22, dst, &len), DR_INPROGRESS);
