@@ -14,7 +14,7 @@
  *     without op/avx). MPI_UINT64_T and MPI_UNSIGNED_LONG_LONG are right.
  * And one done here for speed: MPI_SUM of a few (up to kOwnSumMax) 32- and 64-bit integers,
  * floats and doubles, the small allreduce's common case, where Open MPI's dispatch
- * (ompi_op_reduce, then op/avx's function) was about 80 instructions of an 8-byte call
+ * (ompi_op_reduce, then op/avx's function) was about 90 instructions of an 8-byte call
  * (perf/instr_count.sh). Each element the same single addition as Open MPI's loops
  * (out = out + in, integers wrapping), so the same bits, NaN payloads aside (where both
  * operands are NaNs, which payload survives follows the instruction's operand order,
