@@ -33,7 +33,9 @@ void Mr::ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_
 
 void Mr::ctrl_flush()
 {
-    /* Sending can complete inline and never re-enters ctrl_post, so the index loop is safe. */
+    /* Sending can complete inline and never re-enters ctrl_post, so the index loop is safe.
+     * A message whose endpoint waits (ep_ensure) is kept, in order, for the next flush. */
+    size_t kept = 0;
     for (size_t i = 0; i < ctrl.size(); ++i) {
         Link *l = ctrl[i].link;
         const WireHdr &h = ctrl[i].hdr;
@@ -55,7 +57,12 @@ void Mr::ctrl_flush()
             }
             l = alt;
         }
-        if (ep_ensure(l) != DR_OK) {
+        const dr_status_t es = ep_ensure(l);
+        if (es == DR_INPROGRESS) {
+            ctrl[kept++] = ctrl[i];
+            continue;
+        }
+        if (es != DR_OK) {
             continue; /* pongs on a dead plane are simply not answered */
         }
         if (h.type == kAck) {
@@ -70,7 +77,7 @@ void Mr::ctrl_flush()
         op->acks = ctrl[i].acks;
         post_am(op, l, nullptr, 0);
     }
-    ctrl.clear();
+    ctrl.resize(kept);
 }
 
 void Mr::ack(Peer *p, uint64_t key, uint32_t msg_id, uint64_t total, int plane, const Req *r)

@@ -1,14 +1,17 @@
 /*
- * ucx_mr endpoints: one UCP endpoint per (peer, plane), made on first use, its failures
- * recorded for progress to act on, closed (forcibly, after cutting a black-holed
- * connection's sockets) when its plane is declared down or the context goes.
+ * ucx_mr endpoints: one UCP endpoint per (peer, plane), made on first use (after a dead
+ * connection from the peer has been cleared away: stale_connection), its failures recorded
+ * for progress to act on, closed (forcibly, after cutting a black-holed connection's
+ * sockets) when its plane is declared down or the context goes.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +41,32 @@ dr_status_t Mr::ep_ensure(Link *l)
     if (p == nullptr || !p->known) {
         return DR_ERR_INVALID;
     }
+    /* A new endpoint where one was before (a probe, or the link's first after its endpoint
+     * went) waits until UCX has cleared away the peer's dead connections (stale_connection);
+     * a link's first endpoint skips the look, which costs a pass over the process's
+     * descriptors: before any endpoint failed or closed, no connection from the peer died. */
+    if ((l->state == DR_LINK_DOWN || l->eps_made != 0) && stale_connection(l)) {
+        const uint64_t now = now_us();
+        if (l->stale_since == 0) {
+            l->stale_since = now;
+            ++planes[l->plane]->stale_waits;
+            log(DR_LOG_DEBUG,
+                "peer %u plane %d (%s): a dead connection from the peer is open: "
+                "the new endpoint waits until UCX has read its end",
+                l->peer, l->plane, planes[l->plane]->device.c_str());
+        }
+        if (now - l->stale_since < kStaleWaitUs) {
+            return DR_INPROGRESS; /* the caller tries again after a poll of the plane */
+        }
+        /* Not cleared in kStaleWaitUs: not UCX's (or its worker is not progressed); made
+         * anyway, as before. */
+        ++planes[l->plane]->stale_waits_expired;
+        log(DR_LOG_INFO,
+            "peer %u plane %d (%s): a dead connection stayed open %.0f ms: "
+            "the endpoint is made anyway",
+            l->peer, l->plane, planes[l->plane]->device.c_str(), kStaleWaitUs / 1e3);
+    }
+    l->stale_since = 0;
     ucp_ep_params_t params;
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -57,7 +86,54 @@ dr_status_t Mr::ep_ensure(Link *l)
     l->ep_failed = false;
     l->ep_status = UCS_OK;
     l->used = true;
+    ++l->eps_made;
     return DR_OK;
+}
+
+/* The IPv4 addresses of l's plane here and at its peer; false when either is unknown. */
+bool Mr::link_addrs(const Link *l, in_addr *local, in_addr *remote) const
+{
+    const Peer *p = peers[l->peer].get();
+    const std::string &mine = planes[l->plane]->ip;
+    return !mine.empty() && p->ips.size() > (size_t)l->plane && !p->ips[l->plane].empty() &&
+           inet_pton(AF_INET, mine.c_str(), local) == 1 &&
+           inet_pton(AF_INET, p->ips[l->plane].c_str(), remote) == 1;
+}
+
+/*
+ * Calls fn(fd) for every socket of this process whose local IPv4 address is `local` and
+ * whose peer is `remote`, and with `unconnected` also for those that have no peer (listening,
+ * connecting, or reset: a reset connection's getpeername fails). Stops at the first fn that
+ * returns true; returns whether one did.
+ */
+template <class Fn> static bool each_socket(in_addr local, in_addr remote, bool unconnected, Fn fn)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == nullptr) {
+        return false;
+    }
+    bool hit = false;
+    while (struct dirent *e = readdir(d)) {
+        const int fd = atoi(e->d_name);
+        if (fd <= 2 || fd == dirfd(d)) {
+            continue;
+        }
+        sockaddr_in a, b;
+        socklen_t la = sizeof(a), lb = sizeof(b);
+        if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &la) != 0 ||
+            a.sin_family != AF_INET || a.sin_addr.s_addr != local.s_addr) {
+            continue;
+        }
+        const bool connected = getpeername(fd, reinterpret_cast<sockaddr *>(&b), &lb) == 0;
+        if (connected ? b.sin_family == AF_INET && b.sin_addr.s_addr == remote.s_addr
+                      : unconnected && errno == ENOTCONN) {
+            if ((hit = fn(fd))) {
+                break;
+            }
+        }
+    }
+    closedir(d);
+    return hit;
 }
 
 /*
@@ -70,39 +146,45 @@ dr_status_t Mr::ep_ensure(Link *l)
  */
 int Mr::sever_sockets(Link *l)
 {
-    Peer *p = peers[l->peer].get();
-    const std::string &mine = planes[l->plane]->ip;
-    if (mine.empty() || p->ips.size() <= (size_t)l->plane || p->ips[l->plane].empty()) {
-        return 0;
-    }
     in_addr local, remote;
-    if (inet_pton(AF_INET, mine.c_str(), &local) != 1 ||
-        inet_pton(AF_INET, p->ips[l->plane].c_str(), &remote) != 1) {
-        return 0;
-    }
-    DIR *d = opendir("/proc/self/fd");
-    if (d == nullptr) {
+    if (!link_addrs(l, &local, &remote)) {
         return 0;
     }
     int n = 0;
-    while (struct dirent *e = readdir(d)) {
-        int fd = atoi(e->d_name);
-        if (fd <= 2 || fd == dirfd(d)) {
-            continue;
-        }
-        sockaddr_in a, b;
-        socklen_t la = sizeof(a), lb = sizeof(b);
-        if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &la) != 0 || a.sin_family != AF_INET ||
-            getpeername(fd, reinterpret_cast<sockaddr *>(&b), &lb) != 0 || b.sin_family != AF_INET) {
-            continue;
-        }
-        if (a.sin_addr.s_addr == local.s_addr && b.sin_addr.s_addr == remote.s_addr) {
-            shutdown(fd, SHUT_RDWR);
-            ++n;
-        }
-    }
-    closedir(d);
+    each_socket(local, remote, false, [&n](int fd) {
+        shutdown(fd, SHUT_RDWR);
+        ++n;
+        return false;
+    });
     return n;
+}
+
+/*
+ * Whether a connection between l's plane here and the peer's is dead (reset, shut down, or
+ * closed by the peer) and still open in this process: one UCX has not yet read the end of.
+ *
+ * Why: UCX's TCP transport (uct_tcp_ep_connect, UCX 1.13.1 and as of 1.18.1) gives a new
+ * endpoint the connection the peer opened to us with the same connection number, if it has
+ * one not yet taken. If that connection is dead, the connection request it sends there
+ * fails (EPIPE, ECONNRESET), the transport connects afresh but leaves the endpoint out of
+ * its connection matching, and destroying it once connected aborts the process:
+ * tcp_cm.c:408, "Assertion `ep->flags & UCT_TCP_EP_FLAG_ON_MATCH_CTX' failed", from a
+ * forced close (a probe that went unanswered) or from MPI_Finalize. Flapping planes make
+ * such connections: the peer closes its endpoint (a plane it declared down, a probe of its
+ * own) while ours is made again at once. One poll of the plane reads the connection's end
+ * and takes it out of the matching; so the endpoint waits for that (ep_ensure).
+ * unit_mr_stale_conn shows it.
+ */
+bool Mr::stale_connection(const Link *l) const
+{
+    in_addr local, remote;
+    if (!link_addrs(l, &local, &remote)) {
+        return false;
+    }
+    return each_socket(local, remote, true, [](int fd) {
+        pollfd p{fd, POLLIN | POLLRDHUP, 0};
+        return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0;
+    });
 }
 
 void Mr::ep_close(Link *l, bool sever)

@@ -374,12 +374,13 @@ void Mr::watchdog(uint64_t now)
             Link *l = p->links[i].get();
             if (l->state == DR_LINK_DOWN) {
                 if (!l->probe_out && now >= l->next_probe) {
-                    if (ep_ensure(l) == DR_OK) {
+                    const dr_status_t es = ep_ensure(l);
+                    if (es == DR_OK) {
                         ctrl_post(l, kPing, 0, 0, ++l->probe_id, 1);
                         ++planes[i]->stats.probes;
                         l->probe_out = true;
                         l->probe_sent = now;
-                    } else {
+                    } else if (es != DR_INPROGRESS) { /* that: the next pass tries again */
                         ep_close(l);
                         l->next_probe = now + probe_delay(l);
                     }

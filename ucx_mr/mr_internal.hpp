@@ -12,6 +12,7 @@
 #ifndef DUALRAIL_MR_INTERNAL_HPP
 #define DUALRAIL_MR_INTERNAL_HPP
 
+#include <netinet/in.h>
 #include <ucp/api/ucp.h>
 
 #include <cstddef>
@@ -119,6 +120,10 @@ struct Plane {
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
+    /* Endpoints that waited for a dead connection to be cleared away (Mr::stale_connection),
+     * and those made anyway after kStaleWaitUs. */
+    uint32_t stale_waits = 0;
+    uint32_t stale_waits_expired = 0;
     bool tag_more = false; /* kFailed, kStuck: probe UCP's queue at the next poll (tag_receive) */
     /* The receive posted for whole messages (mr_tag.cc): UCP copies one straight into tag_in
      * as it arrives (no unexpected descriptor, no probe, no second copy); tag_complete hands
@@ -156,6 +161,10 @@ struct Plane {
  * 1-2 us here): a second plane cost ucx_mr's 8-byte exchange 4-5 % against one plane in
  * paired runs, 2 % with this turn (docs/small-messages.md, Round 16). */
 constexpr uint64_t kColdPollUs = 1000;
+/* How long a new endpoint waits for UCX to clear away a dead connection (Mr::stale_connection):
+ * UCX does it at the plane's next poll or two (kColdPollUs at most apart); one that stays is
+ * not UCX's to clear. */
+constexpr uint64_t kStaleWaitUs = 50000;
 /* Requests a peer's lists may hold before a progress call that finished one sweeps them
  * anyway (dr_mr_progress). */
 constexpr size_t kSweepDeferMax = 8;
@@ -187,6 +196,8 @@ struct Link {
      * the stall rule waits kUnprovenStalls stall periods (mr_health.cc, watchdog). */
     bool proven = false;
     uint32_t ping_id = 0;
+    uint32_t eps_made = 0;    /* endpoints made for it so far (ep_ensure) */
+    uint64_t stale_since = 0; /* ep_ensure first found a dead connection to wait out */
     /* down / re-admission */
     uint64_t down_at = 0;
     uint64_t next_probe = 0;
@@ -523,6 +534,8 @@ struct Mr {
     void ep_close(Link *l, bool sever = false);
     void reap_closing();
     int sever_sockets(Link *l);
+    bool link_addrs(const Link *l, in_addr *local, in_addr *remote) const;
+    bool stale_connection(const Link *l) const;
     Op *op_get();
     void op_put(Op *op);
     Req *req_get();

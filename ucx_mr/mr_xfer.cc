@@ -211,7 +211,11 @@ void Mr::post_result(Op *op, Link *l, ucs_status_ptr_t sp)
 void Mr::issue(Link *l)
 {
     while (l->state == DR_LINK_UP && l->inflight < cfg.window && !l->queue.empty()) {
-        if (ep_ensure(l) != DR_OK) {
+        const dr_status_t es = ep_ensure(l);
+        if (es == DR_INPROGRESS) {
+            return; /* progress issues the queue again (dr_mr_progress) */
+        }
+        if (es != DR_OK) {
             if (l->ep == nullptr) {
                 l->ep_failed = true; /* handled as a plane failure in handle_deferred() */
                 deferred = true;

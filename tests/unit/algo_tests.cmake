@@ -86,3 +86,6 @@ dr_mr_internal_test(flat_wire)
 dr_mr_internal_test(down_notice)
 # A link whose endpoint cannot be made goes down and is probed again after the backoff.
 dr_mr_internal_test(ep_create_fail)
+# A new endpoint waits until UCX has cleared away a dead connection from the peer (a UCX TCP
+# abort otherwise, mr_ep.cc: stale_connection).
+dr_mr_internal_test(stale_conn)
