@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include "loopback_config.h"
 #include "mr_internal.hpp"
@@ -111,6 +112,40 @@ inline bool ucp_open(uint64_t features, const char *tls, const char *devices, uc
     ucp_worker_params_t wp;
     std::memset(&wp, 0, sizeof(wp));
     return st == UCS_OK && ucp_worker_create(*ctx, &wp, w) == UCS_OK;
+}
+
+/* A UCP worker's address, as a context's peer's plane address (empty if UCP refuses). */
+inline std::vector<uint8_t> worker_address(ucp_worker_h w)
+{
+    ucp_address_t *a = nullptr;
+    size_t len = 0;
+    std::vector<uint8_t> out;
+    if (ucp_worker_get_address(w, &a, &len) == UCS_OK) {
+        out.assign(reinterpret_cast<uint8_t *>(a), reinterpret_cast<uint8_t *>(a) + len);
+        ucp_worker_release_address(w, a);
+    }
+    return out;
+}
+
+/* A send of 64 KiB + 1 from src to peer `to` (not copied: it completes only with the peer's
+ * acknowledgement), progressed until it ends (5 s at most): its status, DR_INPROGRESS if
+ * it has not ended. */
+inline dr_status_t mr_send_big(dr_mr_t *src, uint32_t to)
+{
+    std::vector<char> big(64 * 1024 + 1, 'x');
+    dr_mr_req_t *s = nullptr;
+    dr_status_t st = dr_mr_isend(src, to, 5, big.data(), big.size(), &s);
+    for (double end = now_s() + 5; st == DR_OK && s != nullptr && now_s() < end;) {
+        dr_mr_progress(src);
+        if ((st = dr_mr_test(src, s, nullptr)) != DR_INPROGRESS) {
+            break;
+        }
+        st = DR_OK;
+    }
+    if (s != nullptr) {
+        dr_mr_req_free(src, s);
+    }
+    return st == DR_OK ? DR_INPROGRESS : st;
 }
 
 /* A UCP context, worker and endpoint of its own (TCP on lo) to a context's plane 0. */

@@ -43,14 +43,8 @@ struct SelfOnly {
         if (!dualrail::test::ucp_open(UCP_FEATURE_AM, "self", nullptr, &ctx, &w)) {
             return false;
         }
-        ucp_address_t *a = nullptr;
-        size_t len = 0;
-        if (ucp_worker_get_address(w, &a, &len) != UCS_OK) {
-            return false;
-        }
-        addr.assign(reinterpret_cast<uint8_t *>(a), reinterpret_cast<uint8_t *>(a) + len);
-        ucp_worker_release_address(w, a);
-        return true;
+        addr = dualrail::test::worker_address(w);
+        return !addr.empty();
     }
 
     void close()
@@ -83,20 +77,7 @@ int main()
     const std::vector<uint8_t> real = ma->peers[1]->addrs[0];
     ma->peers[1]->addrs[0] = self.addr; /* before a's first endpoint to b */
 
-    /* A send of 64 KiB + 1 (not copied: it completes only with b's acknowledgement). */
-    std::vector<char> big(64 * 1024 + 1, 'x');
-    dr_mr_req_t *s = nullptr;
-    dr_status_t st = dr_mr_isend(a, 1, 5, big.data(), big.size(), &s);
-    for (double end = now_s() + 5; st == DR_OK && s != nullptr && now_s() < end;) {
-        dr_mr_progress(a);
-        if ((st = dr_mr_test(a, s, nullptr)) != DR_INPROGRESS) {
-            break;
-        }
-        st = DR_OK;
-    }
-    if (s != nullptr) {
-        dr_mr_req_free(a, s);
-    }
+    const dr_status_t st = dualrail::test::mr_send_big(a, 1);
     std::printf("the send to an unreachable address: %s; the link %s (%s)\n", dr_status_str(st),
                 l->state == DR_LINK_UP ? "up" : "down", l->reason.c_str());
     CHECK(st == DR_ERR_PEER_UNREACHABLE, "a send over an endpoint that cannot be made fails");

@@ -44,6 +44,7 @@ using dualrail::mr::Link;
 using dualrail::mr::Mr;
 using dualrail::test::mr_pair_open;
 using dualrail::test::now_s;
+using dualrail::test::worker_address;
 
 namespace {
 
@@ -98,19 +99,6 @@ std::vector<int> accepted_since(const std::set<int> &before)
     return out;
 }
 
-/* A UCP worker's address, as a peer's plane address in a context. */
-std::vector<uint8_t> worker_address(ucp_worker_h w)
-{
-    ucp_address_t *a = nullptr;
-    size_t len = 0;
-    std::vector<uint8_t> out;
-    if (ucp_worker_get_address(w, &a, &len) == UCS_OK) {
-        out.assign(reinterpret_cast<uint8_t *>(a), reinterpret_cast<uint8_t *>(a) + len);
-        ucp_worker_release_address(w, a);
-    }
-    return out;
-}
-
 int scenario()
 {
     dr_mr_config_t cfg;
@@ -130,19 +118,7 @@ int scenario()
 
     /* The link down: its endpoint cannot be made (unit_mr_ep_create_fail). */
     ma->peers[1]->addrs[0] = worker_address(self_w);
-    std::vector<char> big(64 * 1024 + 1, 'x');
-    dr_mr_req_t *s = nullptr;
-    dr_status_t st = dr_mr_isend(a, 1, 5, big.data(), big.size(), &s);
-    for (double end = now_s() + 5; st == DR_OK && s != nullptr && now_s() < end;) {
-        dr_mr_progress(a);
-        if ((st = dr_mr_test(a, s, nullptr)) != DR_INPROGRESS) {
-            break;
-        }
-        st = DR_OK;
-    }
-    if (s != nullptr) {
-        dr_mr_req_free(a, s);
-    }
+    CHECK(dualrail::test::mr_send_big(a, 1) == DR_ERR_PEER_UNREACHABLE, "a send fails");
     CHECK(l->state == DR_LINK_DOWN, "the link is down");
     l->next_probe = UINT64_MAX; /* no probe until the dead connection is in place */
 
