@@ -390,6 +390,9 @@ static void mr_teardown(Mr *mr)
             for (auto &pl : mr->planes) {
                 mr->poll(pl.get());
             }
+            if (!mr->ctrl.empty()) {
+                mr->ctrl_flush(); /* one whose new endpoint waited (ep_ensure) */
+            }
         }
     }
     for (auto &p : mr->peers) {
@@ -682,6 +685,11 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
     for (uint32_t i = 0; i < nplanes; ++i) {
         mr->ep_close(pe->links[i].get());
     }
+    /* Control messages kept for endpoints that waited (ep_ensure) were the old
+     * registration's: not for the process registered now. */
+    mr->ctrl.erase(std::remove_if(mr->ctrl.begin(), mr->ctrl.end(),
+                                  [peer](const Ctrl &c) { return c.link->peer == peer; }),
+                   mr->ctrl.end());
     pe->addrs.swap(addrs);
     pe->devices.swap(devices);
     pe->ips.swap(ips);

@@ -42,29 +42,42 @@ dr_status_t Mr::ep_ensure(Link *l)
         return DR_ERR_INVALID;
     }
     /* A new endpoint where one was before (a probe, or the link's first after its endpoint
-     * went) waits until UCX has cleared away the peer's dead connections (stale_connection);
-     * a link's first endpoint skips the look, which costs a pass over the process's
-     * descriptors: before any endpoint failed or closed, no connection from the peer died. */
-    if ((l->state == DR_LINK_DOWN || l->eps_made != 0) && stale_connection(l)) {
+     * went) waits until UCX has cleared away dead connections (stale_connection). A link's
+     * first endpoint skips the look, a pass over every descriptor of the process (with
+     * hundreds of peers, hundreds of passes over a thousand descriptors in the first
+     * calls): a connection the peer made and let die before this process ever made an
+     * endpoint to it is the case left uncovered. */
+    if (l->state == DR_LINK_DOWN || l->eps_made != 0) {
         const uint64_t now = now_us();
-        if (l->stale_since == 0) {
-            l->stale_since = now;
-            ++planes[l->plane]->stale_waits;
-            log(DR_LOG_DEBUG,
-                "peer %u plane %d (%s): a dead connection from the peer is open: "
-                "the new endpoint waits until UCX has read its end",
-                l->peer, l->plane, planes[l->plane]->device.c_str());
+        const Plane *pl = planes[l->plane].get();
+        if (l->stale_since != 0 && now - l->stale_since > 2 * kStaleWaitUs) {
+            l->stale_since = 0; /* a wait its caller gave up (the peer left, a queue moved) */
         }
-        if (now - l->stale_since < kStaleWaitUs) {
-            return DR_INPROGRESS; /* the caller tries again after a poll of the plane */
+        if (l->stale_since != 0 && pl->polled_at == l->stale_polled &&
+            now - l->stale_since < kStaleWaitUs) {
+            return DR_INPROGRESS; /* the plane not polled since the last look: no new look */
         }
-        /* Not cleared in kStaleWaitUs: not UCX's (or its worker is not progressed); made
-         * anyway, as before. */
-        ++planes[l->plane]->stale_waits_expired;
-        log(DR_LOG_INFO,
-            "peer %u plane %d (%s): a dead connection stayed open %.0f ms: "
-            "the endpoint is made anyway",
-            l->peer, l->plane, planes[l->plane]->device.c_str(), kStaleWaitUs / 1e3);
+        if (stale_connection(l)) {
+            l->stale_polled = pl->polled_at;
+            if (l->stale_since == 0) {
+                l->stale_since = now;
+                ++planes[l->plane]->stale_waits;
+                log(DR_LOG_DEBUG,
+                    "peer %u plane %d (%s): a dead connection is open on the plane: "
+                    "the new endpoint waits until UCX has read its end",
+                    l->peer, l->plane, planes[l->plane]->device.c_str());
+            }
+            if (now - l->stale_since < kStaleWaitUs) {
+                return DR_INPROGRESS; /* the caller tries again after a poll of the plane */
+            }
+            /* Not cleared in kStaleWaitUs: not UCX's (or its worker is not progressed);
+             * made anyway, as before. */
+            ++planes[l->plane]->stale_waits_expired;
+            log(DR_LOG_INFO,
+                "peer %u plane %d (%s): a dead connection stayed open %.0f ms: "
+                "the endpoint is made anyway",
+                l->peer, l->plane, planes[l->plane]->device.c_str(), kStaleWaitUs / 1e3);
+        }
     }
     l->stale_since = 0;
     ucp_ep_params_t params;
@@ -189,6 +202,7 @@ bool Mr::stale_connection(const Link *l) const
 
 void Mr::ep_close(Link *l, bool sever)
 {
+    l->stale_since = 0; /* a wait for a new endpoint starts afresh */
     if (l->ep == nullptr) {
         /* An endpoint that could not be made (issue() flags it so that the link goes
          * down): nothing to close, and the flag must not outlive the declaration, or every

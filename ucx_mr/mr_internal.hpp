@@ -198,6 +198,7 @@ struct Link {
     uint32_t ping_id = 0;
     uint32_t eps_made = 0;    /* endpoints made for it so far (ep_ensure) */
     uint64_t stale_since = 0; /* ep_ensure first found a dead connection to wait out */
+    uint64_t stale_polled = 0; /* the plane's polled_at at ep_ensure's last look */
     /* down / re-admission */
     uint64_t down_at = 0;
     uint64_t next_probe = 0;

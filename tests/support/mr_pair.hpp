@@ -129,23 +129,24 @@ inline std::vector<uint8_t> worker_address(ucp_worker_h w)
 
 /* A send of 64 KiB + 1 from src to peer `to` (not copied: it completes only with the peer's
  * acknowledgement), progressed until it ends (5 s at most): its status, DR_INPROGRESS if
- * it has not ended. */
+ * it has not ended by then. */
 inline dr_status_t mr_send_big(dr_mr_t *src, uint32_t to)
 {
     std::vector<char> big(64 * 1024 + 1, 'x');
     dr_mr_req_t *s = nullptr;
     dr_status_t st = dr_mr_isend(src, to, 5, big.data(), big.size(), &s);
-    for (double end = now_s() + 5; st == DR_OK && s != nullptr && now_s() < end;) {
+    if (st != DR_OK) {
+        return st;
+    }
+    st = DR_INPROGRESS;
+    for (double end = now_s() + 5; s != nullptr && st == DR_INPROGRESS && now_s() < end;) {
         dr_mr_progress(src);
-        if ((st = dr_mr_test(src, s, nullptr)) != DR_INPROGRESS) {
-            break;
-        }
-        st = DR_OK;
+        st = dr_mr_test(src, s, nullptr);
     }
     if (s != nullptr) {
         dr_mr_req_free(src, s);
     }
-    return st == DR_OK ? DR_INPROGRESS : st;
+    return s == nullptr ? DR_OK : st;
 }
 
 /* A UCP context, worker and endpoint of its own (TCP on lo) to a context's plane 0. */

@@ -10,21 +10,18 @@
  * UCT_TCP_EP_FLAG_ON_MATCH_CTX' failed" (seen in CI under flapping planes, from a forced
  * close and from MPI_Finalize).
  *
- * Made here on loopback, in a child process (an abort is the failure): context a's link to
- * peer 1 (its one plane) is down (its endpoint could not be made, as in
- * unit_mr_ep_create_fail), its probes held back. A raw UCP worker x connects to a's plane
- * (connection number 0, a's first to x's address will be 0 too); a reads the request and
- * keeps the connection for its own endpoint to x. a's end of that connection is then shut
- * down (as ucx_mr's sever_sockets does, or as a reset leaves it), x's address becomes peer
- * 1's, and a probes at once, without a poll between. Then a and x run for 1.5 s (a's probe
- * goes unanswered and its endpoint is closed, a probe again) and a is destroyed, every
- * endpoint closed. Checks: the child exits 0; a's probe endpoint waited for the dead
- * connection (the plane's stale_waits), and probes were sent. Without the wait the child
- * aborts (checked).
+ * Made here on loopback, in a child process (an abort is the failure): a raw UCP worker x
+ * connects to context a's plane (connection number 0; a's first to x's address will be 0
+ * too), a reads the request and keeps the connection for its own endpoint to x. a's end of
+ * it is then shut down (as ucx_mr's sever_sockets does, or a reset leaves it), x's address
+ * becomes peer 1's, and a sends to peer 1 at once: the endpoint is made inside
+ * dr_mr_isend, before any poll of the plane. Then a and x run for 1 s and a is destroyed,
+ * every endpoint closed. Checks: the endpoint waited for the dead connection (the plane's
+ * stale_waits) and was made once UCX had read its end; the child exits 0. Without the wait
+ * the child aborts in tcp_cm.c:408 (checked on UCX 1.13.1 and 1.18.1).
  */
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -101,33 +98,16 @@ std::vector<int> accepted_since(const std::set<int> &before)
 
 int scenario()
 {
-    dr_mr_config_t cfg;
-    dr_test_loopback_config(&cfg);
-    cfg.readmit_min = 0.05;
-    cfg.readmit_max = 0.2;
     dr_mr_t *a = nullptr, *b = nullptr;
-    ucp_context_h self_ctx = nullptr;
-    ucp_worker_h self_w = nullptr;
-    if (mr_pair_open(&a, &b, &cfg) != 0 ||
-        !dualrail::test::ucp_open(UCP_FEATURE_AM, "self", nullptr, &self_ctx, &self_w)) {
-        std::printf("FAIL: cannot open two contexts and a self-only worker\n");
+    if (mr_pair_open(&a, &b) != 0) {
+        std::printf("FAIL: cannot open two contexts\n");
         return 1;
     }
     Mr *ma = a;
     Link *l = ma->peers[1]->links[0].get();
 
-    /* The link down: its endpoint cannot be made (unit_mr_ep_create_fail). */
-    ma->peers[1]->addrs[0] = worker_address(self_w);
-    CHECK(dualrail::test::mr_send_big(a, 1) == DR_ERR_PEER_UNREACHABLE, "a send fails");
-    CHECK(l->state == DR_LINK_DOWN, "the link is down");
-    l->next_probe = UINT64_MAX; /* no probe until the dead connection is in place */
-
-    /* x connects to a's plane; a reads its request and keeps the connection. */
-    std::set<int> before;
-    for (const Sock &k : sockets()) {
-        before.insert(k.fd);
-    }
-    /* As ucx_mr's own endpoints: a peer's error handling (UCP refuses a mismatch). */
+    /* x: a UCP worker of its own on lo, as ucx_mr's peers: a peer's error handling (UCP
+     * refuses a mismatch), a's messages dropped. */
     dualrail::test::RawEndpoint x;
     CHECK(dualrail::test::ucp_open(UCP_FEATURE_AM | UCP_FEATURE_TAG, "tcp", "lo", &x.ctx, &x.w),
           "a raw UCP worker");
@@ -136,9 +116,16 @@ int scenario()
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
     hp.id = dualrail::mr::kAmId;
     hp.cb = [](void *, const void *, size_t, void *, size_t, const ucp_am_recv_param_t *) {
-        return UCS_OK; /* a's probes: never answered */
+        return UCS_OK;
     };
     CHECK(ucp_worker_set_am_recv_handler(x.w, &hp) == UCS_OK, "x drops a's messages");
+
+    /* x connects to a's plane and sends its request; a reads it and keeps the connection for
+     * its own endpoint to x (x's first connection number is 0, and so is a's first to x). */
+    std::set<int> before;
+    for (const Sock &k : sockets()) {
+        before.insert(k.fd);
+    }
     ucp_ep_params_t ep_params;
     std::memset(&ep_params, 0, sizeof(ep_params));
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
@@ -146,9 +133,9 @@ int scenario()
     ep_params.address = ma->planes[0]->address;
     ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = [](void *, ucp_ep_h, ucs_status_t) {};
-    CHECK(ucp_ep_create(x.w, &ep_params, &x.ep) == UCS_OK, "its endpoint to a's plane");
+    CHECK(ucp_ep_create(x.w, &ep_params, &x.ep) == UCS_OK, "x's endpoint to a's plane");
     for (double end = now_s() + 0.05; now_s() < end;) {
-        ucp_worker_progress(x.w); /* x's connection made and its request sent */
+        ucp_worker_progress(x.w);
     }
     std::vector<int> acc;
     for (double end = now_s() + 2; acc.empty() && now_s() < end;) {
@@ -156,45 +143,39 @@ int scenario()
         acc = accepted_since(before);
     }
     for (double end = now_s() + 0.1; now_s() < end;) {
-        dr_mr_progress(a); /* the request read, the connection kept for a's endpoint */
+        dr_mr_progress(a);
     }
     std::printf("a accepted %zu connection(s) from x\n", acc.size());
     CHECK(acc.size() == 1, "a accepted x's connection");
 
-    /* Its end dead, x's address peer 1's, and a probe due now: no poll in between. */
+    /* a's end of it dead, x's address peer 1's, and a send at once: the endpoint is made
+     * inside dr_mr_isend, with no poll of the plane in between. Peer 1's link is taken for
+     * one that had an endpoint before (a new endpoint's first look is skipped). */
     for (int fd : acc) {
         shutdown(fd, SHUT_RDWR);
     }
     ma->peers[1]->addrs[0] = worker_address(x.w);
-    l->next_probe = 0;
-    /* The next progress call runs the watchdog (the probe) and leaves the cold plane unpolled
-     * (a call within kColdPollUs of the last poll of every plane: one in two calls or so of
-     * a real job's progress), so UCX has not read the connection's end when the probe's
-     * endpoint is made. */
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* ucx_mr's clock (now_us, not exported) */
-    const uint64_t t = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-    ma->progress_at = t;
-    ma->cold_polled_at = t;
-    ma->planes[0]->active_at = 0;
-    ma->planes[0]->ops_out = 0;
-    ma->last_watchdog = 0;
-    for (double end = now_s() + 1.5; now_s() < end;) {
+    l->eps_made = 1;
+    const uint64_t v = 42;
+    dr_mr_req_t *s = nullptr;
+    CHECK(dr_mr_isend(a, 1, 7, &v, sizeof(v), &s) == DR_OK, "a's send to x");
+    const dualrail::mr::Plane *pl = ma->planes[0].get();
+    std::printf("at the send: endpoint %s, stale waits %u\n", l->ep ? "made" : "not made",
+                pl->stale_waits);
+    CHECK(pl->stale_waits == 1 && l->ep == nullptr, "the endpoint waits for the dead connection");
+    for (double end = now_s() + 1; now_s() < end;) {
         dr_mr_progress(a);
         ucp_worker_progress(x.w);
     }
-    const dualrail::mr::Plane *pl = ma->planes[0].get();
-    std::printf("probes %lu, endpoints made %u, stale waits %u (%u expired)\n",
-                (unsigned long)pl->stats.probes, l->eps_made, pl->stale_waits,
-                pl->stale_waits_expired);
-    CHECK(pl->stale_waits >= 1, "the probe's endpoint waited for the dead connection");
-    CHECK(pl->stale_waits_expired == 0, "UCX cleared it away within the wait");
-    CHECK(pl->stats.probes >= 1 && l->eps_made >= 1, "then a probed x");
+    std::printf("then: endpoints made %u, stale waits %u (%u expired)\n", l->eps_made,
+                pl->stale_waits, pl->stale_waits_expired);
+    CHECK(l->ep != nullptr && l->eps_made == 2, "and is made once UCX has read that end");
+    if (s != nullptr) {
+        dr_mr_req_free(a, s);
+    }
     dr_mr_destroy(a); /* every endpoint closed: where the abort came */
     dr_mr_destroy(b);
     x.close();
-    ucp_worker_destroy(self_w);
-    ucp_cleanup(self_ctx);
     return dualrail::test::check_report();
 }
 
