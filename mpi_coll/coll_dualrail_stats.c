@@ -36,9 +36,14 @@ static const counter_t counters[] = {
      offsetof(dr_mr_plane_stats_t, min_detect_us), MPI_T_PVAR_CLASS_LOWWATERMARK},
     {"plane_detect_max_us", "Longest failure detection latency of each plane (microseconds)",
      offsetof(dr_mr_plane_stats_t, max_detect_us), MPI_T_PVAR_CLASS_HIGHWATERMARK},
-    {"plane_detect_total_us", "Sum of failure detection latencies of each plane (microseconds; "
-     "divide by plane_failovers for the average)", offsetof(dr_mr_plane_stats_t, total_detect_us),
-     MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_detect_total_us",
+     "Sum of failure detection latencies of each plane (microseconds; "
+     "divide by plane_failovers for the average)",
+     offsetof(dr_mr_plane_stats_t, total_detect_us), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_endpoint_waits",
+     "New endpoints on each plane that waited for UCX to read the end of "
+     "a dead connection first",
+     offsetof(dr_mr_plane_stats_t, endpoint_waits), MPI_T_PVAR_CLASS_COUNTER},
 };
 
 static int nplanes(void)
@@ -182,7 +187,7 @@ void mca_coll_dualrail_stats_print(void)
     int n = snprintf(table, sizeof(table),
                      "coll/dualrail rank %d: plane statistics\n"
                      "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
-                     "readmits  detect ms min/avg/max  ack msgs  acks carried\n",
+                     "readmits  detect ms min/avg/max  ack msgs  acks carried  ep waits\n",
                      cm->world_rank);
     for (int p = 0; p < nplanes() && n < (int)sizeof(table); ++p) {
         dr_mr_plane_stats_t s;
@@ -193,12 +198,13 @@ void mca_coll_dualrail_stats_print(void)
                      s.total_detect_us / 1e3 / (double)s.errors, s.max_detect_us / 1e3);
         }
         n += snprintf(table + n, sizeof(table) - (size_t)n,
-                      "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %-20s %9llu %13llu\n", p,
-                      dr_mr_plane_device(cm->mr, p), s.tx_bytes / 1048576.0,
+                      "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %-20s %9llu %13llu "
+                      "%9llu\n",
+                      p, dr_mr_plane_device(cm->mr, p), s.tx_bytes / 1048576.0,
                       s.rx_bytes / 1048576.0, (unsigned long long)s.tx_segments,
                       (unsigned long long)s.errors, (unsigned long long)s.reroutes,
                       (unsigned long long)s.readmissions, detect, (unsigned long long)s.tx_acks,
-                      (unsigned long long)s.piggybacked_acks);
+                      (unsigned long long)s.piggybacked_acks, (unsigned long long)s.endpoint_waits);
     }
     /* The weights: one line per other rank, its planes' shares and learned rates. */
     if (n < (int)sizeof(table)) {

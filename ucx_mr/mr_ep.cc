@@ -61,7 +61,7 @@ dr_status_t Mr::ep_ensure(Link *l)
             l->stale_polled = pl->polled_at;
             if (l->stale_since == 0) {
                 l->stale_since = now;
-                ++planes[l->plane]->stale_waits;
+                ++planes[l->plane]->stats.endpoint_waits;
                 log(DR_LOG_DEBUG,
                     "peer %u plane %d (%s): a dead connection is open on the plane: "
                     "the new endpoint waits until UCX has read its end",
@@ -72,7 +72,7 @@ dr_status_t Mr::ep_ensure(Link *l)
             }
             /* Not cleared in kStaleWaitUs: not UCX's (or its worker is not progressed);
              * made anyway, as before. */
-            ++planes[l->plane]->stale_waits_expired;
+            ++planes[l->plane]->stats.endpoint_waits_expired;
             log(DR_LOG_INFO,
                 "peer %u plane %d (%s): a dead connection stayed open %.0f ms: "
                 "the endpoint is made anyway",

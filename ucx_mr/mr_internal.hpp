@@ -120,10 +120,6 @@ struct Plane {
     uint64_t active_at = 0;      /* last send or arrival on the plane (Mr::clock) */
     uint64_t polled_at = 0;      /* last ucp_worker_progress of its worker (Mr::clock) */
     uint32_t ops_out = 0;        /* our operations UCX still holds */
-    /* Endpoints that waited for a dead connection to be cleared away (Mr::stale_connection),
-     * and those made anyway after kStaleWaitUs. */
-    uint32_t stale_waits = 0;
-    uint32_t stale_waits_expired = 0;
     bool tag_more = false; /* kFailed, kStuck: probe UCP's queue at the next poll (tag_receive) */
     /* The receive posted for whole messages (mr_tag.cc): UCP copies one straight into tag_in
      * as it arrives (no unexpected descriptor, no probe, no second copy); tag_complete hands

@@ -302,6 +302,11 @@ typedef struct dr_mr_plane_counters {
     uint64_t total_detect_us;   /* average = total_detect_us / errors */
     uint64_t tx_acks;           /* acknowledgement messages of their own (up to 15 acks each) */
     uint64_t piggybacked_acks;  /* acknowledgements carried by data segments (no message) */
+    /* New endpoints that waited for UCX to read the end of a dead connection first (README,
+     * ucx_mr, Re-admission), and of those the ones made anyway after 50 ms. Appended: a
+     * program built against the struct without them must be rebuilt. */
+    uint64_t endpoint_waits;
+    uint64_t endpoint_waits_expired;
 } dr_mr_plane_stats_t;
 
 dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);

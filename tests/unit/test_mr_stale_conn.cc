@@ -17,7 +17,7 @@
  * becomes peer 1's, and a sends to peer 1 at once: the endpoint is made inside
  * dr_mr_isend, before any poll of the plane. Then a and x run for 1 s and a is destroyed,
  * every endpoint closed. Checks: the endpoint waited for the dead connection (the plane's
- * stale_waits) and was made once UCX had read its end; the child exits 0. Without the wait
+ * endpoint_waits) and was made once UCX had read its end; the child exits 0. Without the wait
  * the child aborts in tcp_cm.c:408 (checked on UCX 1.13.1 and 1.18.1).
  */
 #include <sys/socket.h>
@@ -159,16 +159,19 @@ int scenario()
     const uint64_t v = 42;
     dr_mr_req_t *s = nullptr;
     CHECK(dr_mr_isend(a, 1, 7, &v, sizeof(v), &s) == DR_OK, "a's send to x");
-    const dualrail::mr::Plane *pl = ma->planes[0].get();
-    std::printf("at the send: endpoint %s, stale waits %u\n", l->ep ? "made" : "not made",
-                pl->stale_waits);
-    CHECK(pl->stale_waits == 1 && l->ep == nullptr, "the endpoint waits for the dead connection");
+    dr_mr_plane_stats_t st;
+    dr_mr_plane_stats(a, 0, &st);
+    std::printf("at the send: endpoint %s, endpoint waits %llu\n", l->ep ? "made" : "not made",
+                (unsigned long long)st.endpoint_waits);
+    CHECK(st.endpoint_waits == 1 && l->ep == nullptr, "the endpoint waits for the dead connection");
     for (double end = now_s() + 1; now_s() < end;) {
         dr_mr_progress(a);
         ucp_worker_progress(x.w);
     }
-    std::printf("then: endpoints made %u, stale waits %u (%u expired)\n", l->eps_made,
-                pl->stale_waits, pl->stale_waits_expired);
+    dr_mr_plane_stats(a, 0, &st);
+    std::printf("then: endpoints made %u, endpoint waits %llu (%llu expired)\n", l->eps_made,
+                (unsigned long long)st.endpoint_waits,
+                (unsigned long long)st.endpoint_waits_expired);
     CHECK(l->ep != nullptr && l->eps_made == 2, "and is made once UCX has read that end");
     if (s != nullptr) {
         dr_mr_req_free(a, s);
