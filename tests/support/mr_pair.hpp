@@ -155,8 +155,10 @@ struct RawEndpoint {
     ucp_worker_h w = nullptr;
     ucp_ep_h ep = nullptr;
 
-    /* features: UCP_FEATURE_TAG for kWholeTag messages, UCP_FEATURE_AM for the others. */
-    bool open(dr_mr_t *to, uint64_t features)
+    /* features: UCP_FEATURE_TAG for kWholeTag messages, UCP_FEATURE_AM for the others.
+     * peer_errors: the endpoint handles errors as ucx_mr's own (UCP refuses an endpoint pair
+     * whose modes differ once the context makes its own endpoint back); errors ignored. */
+    bool open(dr_mr_t *to, uint64_t features, bool peer_errors = false)
     {
         if (!ucp_open(features, "tcp", "lo", &ctx, &w)) {
             return false;
@@ -165,6 +167,12 @@ struct RawEndpoint {
         std::memset(&ep_params, 0, sizeof(ep_params));
         ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
         ep_params.address = static_cast<mr::Mr *>(to)->planes[0]->address;
+        if (peer_errors) {
+            ep_params.field_mask |=
+                UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+            ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+            ep_params.err_handler.cb = [](void *, ucp_ep_h, ucs_status_t) {};
+        }
         return ucp_ep_create(w, &ep_params, &ep) == UCS_OK;
     }
 

@@ -106,11 +106,16 @@ int scenario()
     Mr *ma = a;
     Link *l = ma->peers[1]->links[0].get();
 
-    /* x: a UCP worker of its own on lo, as ucx_mr's peers: a peer's error handling (UCP
-     * refuses a mismatch), a's messages dropped. */
+    /* x connects to a's plane (a UCP worker of its own on lo, errors handled as ucx_mr's
+     * peers do) and sends its request; a reads it and keeps the connection for its own
+     * endpoint to x (x's first connection number is 0, and so is a's first to x). */
+    std::set<int> before;
+    for (const Sock &k : sockets()) {
+        before.insert(k.fd);
+    }
     dualrail::test::RawEndpoint x;
-    CHECK(dualrail::test::ucp_open(UCP_FEATURE_AM | UCP_FEATURE_TAG, "tcp", "lo", &x.ctx, &x.w),
-          "a raw UCP worker");
+    CHECK(x.open(a, UCP_FEATURE_AM | UCP_FEATURE_TAG, true),
+          "a raw UCP worker's endpoint to a's plane");
     ucp_am_handler_param_t hp;
     std::memset(&hp, 0, sizeof(hp));
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
@@ -119,21 +124,6 @@ int scenario()
         return UCS_OK;
     };
     CHECK(ucp_worker_set_am_recv_handler(x.w, &hp) == UCS_OK, "x drops a's messages");
-
-    /* x connects to a's plane and sends its request; a reads it and keeps the connection for
-     * its own endpoint to x (x's first connection number is 0, and so is a's first to x). */
-    std::set<int> before;
-    for (const Sock &k : sockets()) {
-        before.insert(k.fd);
-    }
-    ucp_ep_params_t ep_params;
-    std::memset(&ep_params, 0, sizeof(ep_params));
-    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep_params.address = ma->planes[0]->address;
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep_params.err_handler.cb = [](void *, ucp_ep_h, ucs_status_t) {};
-    CHECK(ucp_ep_create(x.w, &ep_params, &x.ep) == UCS_OK, "x's endpoint to a's plane");
     for (double end = now_s() + 0.05; now_s() < end;) {
         ucp_worker_progress(x.w);
     }
