@@ -49,7 +49,7 @@ dr_status_t Mr::ep_ensure(Link *l)
      * endpoint to it is the case left uncovered. */
     if (l->state == DR_LINK_DOWN || l->eps_made != 0) {
         const uint64_t now = now_us();
-        const Plane *pl = planes[l->plane].get();
+        Plane *pl = planes[l->plane].get();
         if (l->stale_since != 0 && now - l->stale_since > 2 * kStaleWaitUs) {
             l->stale_since = 0; /* a wait its caller gave up (the peer left, a queue moved) */
         }
@@ -61,22 +61,22 @@ dr_status_t Mr::ep_ensure(Link *l)
             l->stale_polled = pl->polled_at;
             if (l->stale_since == 0) {
                 l->stale_since = now;
-                ++planes[l->plane]->stats.endpoint_waits;
+                ++pl->stats.endpoint_waits;
                 log(DR_LOG_DEBUG,
                     "peer %u plane %d (%s): a dead connection is open on the plane: "
                     "the new endpoint waits until UCX has read its end",
-                    l->peer, l->plane, planes[l->plane]->device.c_str());
+                    l->peer, l->plane, pl->device.c_str());
             }
             if (now - l->stale_since < kStaleWaitUs) {
                 return DR_INPROGRESS; /* the caller tries again after a poll of the plane */
             }
             /* Not cleared in kStaleWaitUs: not UCX's (or its worker is not progressed);
              * made anyway, as before. */
-            ++planes[l->plane]->stats.endpoint_waits_expired;
+            ++pl->stats.endpoint_waits_expired;
             log(DR_LOG_INFO,
                 "peer %u plane %d (%s): a dead connection stayed open %.0f ms: "
                 "the endpoint is made anyway",
-                l->peer, l->plane, planes[l->plane]->device.c_str(), kStaleWaitUs / 1e3);
+                l->peer, l->plane, pl->device.c_str(), kStaleWaitUs / 1e3);
         }
     }
     l->stale_since = 0;
