@@ -122,6 +122,7 @@ typedef struct mca_coll_dualrail_component_t {
     int nb_enable;                /* non-blocking collectives (MPI_Iallreduce...) on dualrail */
     int progress_thread;          /* a thread advances them while the application computes */
     int wakeup;                   /* waits sleep on the planes' event descriptors (ucx_mr) */
+    int direct_lane;              /* dr_mr_config_t.direct_lane */
     opal_free_list_t nb_requests; /* their requests (coll_dualrail_nb.c) */
     bool nb_requests_ready;
 } mca_coll_dualrail_component_t;

@@ -324,6 +324,14 @@ static int dualrail_register(void)
         "when data arrives (UCX's wake-up feature, which costs every small message about 10 % "
         "on TCP with UCX 1.13). 0 (default): it naps 50 us at a time instead",
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_6, &cm->wakeup);
+    cm->direct_lane = -1;
+    reg("direct_lane",
+        "Whole small messages (up to 1952 bytes) travel over a TCP connection of the "
+        "component's own per (peer, plane), read with one recv per poll, instead of as UCX "
+        "messages (README, ucx_mr, The direct lane). 1: on every plane with an IPv4 address; "
+        "0: never; -1 (default): on the planes whose device has no RDMA device behind it, "
+        "where UCX itself would use TCP",
+        MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_6, &cm->direct_lane);
     cm->op_timeout = -1;
     reg("timeout", "Seconds a collective may go without any of its transfers completing before "
         "it fails with an error (0 or negative: no limit; planes and peers have their own "

@@ -285,6 +285,7 @@ static void mr_init(void)
     cfg.log = mr_log;
     cfg.thread_safe = cm->thread_multiple || cm->progress_thread;
     cfg.wakeup = cm->wakeup;
+    cfg.direct_lane = cm->direct_lane;
     char err[sizeof(cm->reason)];
     dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
     if (st != DR_OK) {

@@ -44,6 +44,12 @@ static const counter_t counters[] = {
      "New endpoints on each plane that waited for UCX to read the end of "
      "a dead connection first",
      offsetof(dr_mr_plane_stats_t, endpoint_waits), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_lane_tx", "Whole small messages sent on each plane's direct lane",
+     offsetof(dr_mr_plane_stats_t, lane_tx), MPI_T_PVAR_CLASS_COUNTER},
+    {"plane_lane_failures",
+     "Direct lane connections of each plane that failed while their link was up "
+     "(each took the link down)",
+     offsetof(dr_mr_plane_stats_t, lane_failures), MPI_T_PVAR_CLASS_COUNTER},
 };
 
 static int nplanes(void)
@@ -184,11 +190,13 @@ void mca_coll_dualrail_stats_print(void)
         return;
     }
     char table[16384];
-    int n = snprintf(table, sizeof(table),
-                     "coll/dualrail rank %d: plane statistics\n"
-                     "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
-                     "readmits  detect ms min/avg/max  ack msgs  acks carried  ep waits\n",
-                     cm->world_rank);
+    int n = snprintf(
+        table, sizeof(table),
+        "coll/dualrail rank %d: plane statistics\n"
+        "  plane device     tx MiB     rx MiB  tx stripes  failovers  reroutes  "
+        "readmits  detect ms min/avg/max  ack msgs  acks carried  ep waits  lane tx  lane rx  "
+        "lane fails\n",
+        cm->world_rank);
     for (int p = 0; p < nplanes() && n < (int)sizeof(table); ++p) {
         dr_mr_plane_stats_t s;
         dr_mr_plane_stats(cm->mr, p, &s);
@@ -199,12 +207,14 @@ void mca_coll_dualrail_stats_print(void)
         }
         n += snprintf(table + n, sizeof(table) - (size_t)n,
                       "  %-5d %-8s %10.1f %10.1f %11llu %10llu %9llu %9llu  %-20s %9llu %13llu "
-                      "%9llu\n",
+                      "%9llu %8llu %8llu %11llu\n",
                       p, dr_mr_plane_device(cm->mr, p), s.tx_bytes / 1048576.0,
                       s.rx_bytes / 1048576.0, (unsigned long long)s.tx_segments,
                       (unsigned long long)s.errors, (unsigned long long)s.reroutes,
                       (unsigned long long)s.readmissions, detect, (unsigned long long)s.tx_acks,
-                      (unsigned long long)s.piggybacked_acks, (unsigned long long)s.endpoint_waits);
+                      (unsigned long long)s.piggybacked_acks, (unsigned long long)s.endpoint_waits,
+                      (unsigned long long)s.lane_tx, (unsigned long long)s.lane_rx,
+                      (unsigned long long)s.lane_failures);
     }
     /* The weights: one line per other rank, its planes' shares and learned rates. */
     if (n < (int)sizeof(table)) {

@@ -78,6 +78,11 @@ int main(int argc, char **argv)
     dr_mr_config_default(&cfg);
     cfg.planes = argv[4];
     cfg.name = "mr-latency";
+    /* dr_mr_config_t.direct_lane for an A/B of the direct lane (default: ucx_mr's) */
+    const char *lane = getenv("DUALRAIL_DIRECT_LANE");
+    if (lane != NULL && *lane != '\0') {
+        cfg.direct_lane = atoi(lane);
+    }
     if (argc > 9) {
         cfg.weights = argv[9];
     }

@@ -339,6 +339,7 @@ static dr_status_t plane_open(Mr *mr, Plane *pl, char *err, size_t errlen)
         }
         freeifaddrs(ifs);
     }
+    mr->lane_open(pl);
     return DR_OK;
 }
 
@@ -402,6 +403,9 @@ static void mr_teardown(Mr *mr)
         for (size_t i = 0; i < mr->planes.size(); ++i) {
             mr->ep_close(p->links[i].get());
         }
+    }
+    for (auto &pl : mr->planes) {
+        mr->lane_plane_close(pl.get());
     }
     /* Let forced closes and cancelled sends finish; bounded. */
     uint64_t deadline = now_us() + 2000000;
@@ -470,6 +474,7 @@ extern "C" void dr_mr_config_default(dr_mr_config_t *cfg)
     cfg->name = "mr";
     cfg->copy_max = 16 * 1024;
     cfg->weights = "adaptive";
+    cfg->direct_lane = -1;
 }
 
 extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr_mr_t **out,
@@ -548,7 +553,7 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
                     mr->planes.back()->device.c_str(), why);
         }
         /* Address blob: magic, version, plane count, id, hostname, then per plane: device,
-         * IPv4, address. */
+         * IPv4, address; then kLaneMagic and per plane the direct lane's port (0: none). */
         put_u32(mr->blob, kAddrMagic);
         put_u32(mr->blob, ((uint32_t)kWireVersion << 16) | (uint32_t)list.nplanes);
         put_u32(mr->blob, self);
@@ -564,6 +569,10 @@ extern "C" dr_status_t dr_mr_create(const dr_mr_config_t *cfg, uint32_t self, dr
             put_u32(mr->blob, (uint32_t)pl->address_len);
             const uint8_t *a = reinterpret_cast<const uint8_t *>(pl->address);
             mr->blob.insert(mr->blob.end(), a, a + pl->address_len);
+        }
+        put_u32(mr->blob, kLaneMagic);
+        for (auto &pl : mr->planes) {
+            put_u32(mr->blob, pl->lane.port);
         }
     } catch (const std::bad_alloc &) {
         mr_teardown(mr);
@@ -680,6 +689,18 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
         addrs[i].assign(p, p + n);
         p += n;
     }
+    std::vector<uint16_t> lane_ports(nplanes, 0);
+    uint32_t lm;
+    if (get_u32(p, end, &lm) && lm == kLaneMagic) {
+        for (uint32_t i = 0; i < nplanes; ++i) {
+            uint32_t port;
+            if (!get_u32(p, end, &port) || port > 65535) {
+                set_err(err, errlen, "peer %u: truncated address", peer);
+                return DR_ERR_INVALID;
+            }
+            lane_ports[i] = (uint16_t)port;
+        }
+    }
     Guard g(mr);
     Peer *pe = mr->peer_get(peer, true);
     for (uint32_t i = 0; i < nplanes; ++i) {
@@ -693,6 +714,7 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
     pe->addrs.swap(addrs);
     pe->devices.swap(devices);
     pe->ips.swap(ips);
+    pe->lane_ports.swap(lane_ports);
     pe->host.swap(host);
     pe->known = true;
     pe->gone = false;

@@ -202,6 +202,7 @@ bool Mr::stale_connection(const Link *l) const
 
 void Mr::ep_close(Link *l, bool sever)
 {
+    lane_close(l);      /* the direct lane lives and dies with the endpoint (mr_lane.cc) */
     l->stale_since = 0; /* a wait for a new endpoint starts afresh */
     if (l->ep == nullptr) {
         /* An endpoint that could not be made (issue() flags it so that the link goes

@@ -21,6 +21,7 @@
  */
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "health_rules.hpp"
 #include "mr_internal.hpp"
@@ -298,6 +299,23 @@ void Mr::handle_deferred()
                 declare_down(l, std::string("endpoint error: ") +
                                     (l->ep_status == UCS_OK ? "cannot connect"
                                                             : ucs_status_string(l->ep_status)));
+            } else if (l->state == DR_LINK_UP && l->lane.failed) {
+                /* A peer that leaves says goodbye on UCP, then closes its lanes 50 ms later
+                 * (dr_mr_destroy): that goodbye is in this plane's worker by now, though the
+                 * poll that read the lane's end may not have polled UCP. No failure then. */
+                l->lane.failed = false;
+                for (int k = 0; k < 8 && !p->gone; ++k) {
+                    poll_ucp(planes[i].get());
+                }
+                if (p->gone) {
+                    log(DR_LOG_INFO, "peer %u plane %d: direct lane closed: the peer is leaving",
+                        p->id, l->plane);
+                } else if (l->state == DR_LINK_UP) {
+                    ++planes[i]->stats.lane_failures;
+                    declare_down(l, std::string("direct lane: ") + (l->lane.err != 0
+                                                                        ? strerror(l->lane.err)
+                                                                        : "closed by the peer"));
+                }
             } else if (l->state == DR_LINK_UP && l->remote_down) {
                 declare_down(l, "the peer lost this plane");
             } else if (l->state == DR_LINK_DOWN && l->ep_failed) {
@@ -307,7 +325,10 @@ void Mr::handle_deferred()
                 ep_close(l);
                 probe_again_later(l, now_us());
             }
-            still = still || l->ep_failed || l->remote_down;
+            if (l->state != DR_LINK_UP) {
+                l->lane.failed = false; /* down already: nothing more to declare */
+            }
+            still = still || l->ep_failed || l->remote_down || l->lane.failed;
         }
     }
     /* A flag this pass left (a link in neither state it handles) is looked at again next

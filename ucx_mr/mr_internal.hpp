@@ -26,6 +26,7 @@
 #include "dualrail/stripe.h"
 #include "dualrail/ucx_mr.h"
 #include "dualrail/weights.h"
+#include "mr_lane.hpp"
 
 namespace dualrail {
 namespace mr {
@@ -36,7 +37,8 @@ constexpr uint32_t kAddrMagic = 0x44524d52; /* "DRMR" */
  * followed by up to kAckList more acknowledged msg_ids (AckList); 4: a whole message of up
  * to kTagWholeMax bytes travels as a UCP tag message (kWholeTag) */
 /* 5: kDown and a probe's kPong carry the sender's down count of the link in `key`. */
-constexpr uint16_t kWireVersion = 5;
+/* 6: whole messages may come on the direct lane (mr_lane.cc), its ports in the address. */
+constexpr uint16_t kWireVersion = 6;
 /* The largest tag message (kWholeTag below): UCX's TCP transport sends one of up to its
  * SENDV_THRESH (2 KiB by default) with one send(). */
 constexpr size_t kTagWireMax = 2048;
@@ -143,6 +145,7 @@ struct Plane {
      * reads into what a stuck receive may still write. */
     alignas(8) char tag_in[kTagWireMax];
     alignas(8) char tag_probe_in[kTagWireMax];
+    PlaneLane lane; /* the direct lane's listening socket and incoming lanes (mr_lane.cc) */
 };
 
 /* Small messages travel on one plane (Mr::small_plane), so with only small messages in
@@ -210,6 +213,7 @@ struct Link {
     uint32_t downs = 0;
     uint32_t peer_downs = 0;
     std::string reason;
+    Lane lane; /* the direct lane (mr_lane.cc) */
 };
 
 struct Seg {
@@ -378,6 +382,7 @@ struct Peer {
     std::vector<std::vector<uint8_t>> addrs;   /* per plane */
     std::vector<std::string> devices;          /* the peer's device per plane, for messages */
     std::vector<std::string> ips;              /* the peer's IPv4 address per plane, or "" */
+    std::vector<uint16_t> lane_ports;          /* its direct lane's port per plane, or 0 */
     std::string host;                          /* the peer's hostname, for messages */
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
@@ -630,13 +635,47 @@ struct Mr {
      * (tag_receive). */
     unsigned poll(Plane *pl)
     {
+        unsigned lane = 0;
+        if (!pl->lane.rx.empty()) {
+            /* Each poll of a source is a system call: of the lanes and UCP, one that carried
+             * something within kHotUs while the other did not has the plane to itself, the
+             * other looked at once per kQuietPollUs (PlaneLane::at). */
+            const bool lane_hot = clock - pl->lane.at <= kHotUs;
+            const bool ucp_hot = pl->ops_out != 0 || clock - pl->lane.ucp_at <= kHotUs;
+            if (lane_hot || !ucp_hot || clock - pl->lane.polled_at >= kQuietPollUs) {
+                /* The lanes first; a message that finished a request returns to its waiter
+                 * without the UCP poll's system call. */
+                pl->lane.polled_at = clock;
+                const uint64_t before = finished;
+                lane = lane_recv(pl);
+                if (lane != 0) {
+                    pl->lane.at = clock;
+                }
+                if (finished != before) {
+                    return lane;
+                }
+            }
+            if (lane_hot && !ucp_hot && clock - pl->lane.ucp_polled_at < kQuietPollUs) {
+                return lane;
+            }
+        }
+        return lane + poll_ucp(pl, lane != 0);
+    }
+    /* poll()'s UCP part: the worker's progress with the receive for whole messages posted,
+     * and what came into it; lane_events: the plane's lanes had some in this poll. */
+    unsigned poll_ucp(Plane *pl, bool lane_events = false)
+    {
+        pl->lane.ucp_polled_at = clock;
         /* what the post found in UCP's queue counts as progress, as UCP's own events do */
         const unsigned taken = pl->rx == Plane::Rx::kIdle ? tag_post(pl) : 0;
         const unsigned n = ucp_worker_progress(pl->worker) + taken;
+        if (n != 0) {
+            pl->lane.ucp_at = clock;
+        }
         if (pl->rx_done) {
             tag_complete(pl);
         } else if ((pl->rx == Plane::Rx::kFailed || pl->rx == Plane::Rx::kStuck) &&
-                   (n != 0 || pl->tag_more)) {
+                   (n != 0 || lane_events || pl->tag_more)) {
             tag_receive(pl);
         }
         return n;
@@ -695,6 +734,16 @@ struct Mr {
     void retire(Req *r);
     void recycle(Req *r);
     void drain_copies(uint64_t limit_us);
+
+    /* mr_lane.cc */
+    void lane_open(Plane *pl);                     /* its listening socket, if it takes one */
+    void lane_plane_close(Plane *pl);              /* teardown */
+    bool lane_send(Link *l, char *wire, size_t n); /* false: nothing sent, take UCP */
+    void lane_want(Link *l);                       /* connect l's lane if it is ours to make */
+    unsigned lane_recv(Plane *pl);                 /* the lanes' frames to on_am */
+    void lane_service(Plane *pl);                  /* accepts, hellos, connects, held frames */
+    void lane_close(Link *l);                      /* with l's endpoint (ep_close) */
+    void lane_fail(Link *l, int err);              /* ended or failed: l goes down if up */
 
     /* mr_acks.cc */
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,

@@ -66,6 +66,11 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
             }
         }
     }
+    if (all) {
+        for (size_t k = 0; k < np; ++k) {
+            mr->lane_service(mr->planes[k].get()); /* the direct lanes' slow events */
+        }
+    }
     if (!mr->closing.empty()) {
         mr->reap_closing();
     }

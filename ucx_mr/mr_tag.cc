@@ -175,6 +175,14 @@ void Mr::tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st)
     memcpy(acks.id, buf + sizeof(WireHdr) + h.total, sizeof(uint32_t) * acks.n);
     ucs_status_t ret = UCS_OK; /* the bytes are ours, in buf: on_am copies what it keeps */
     on_am(pl, h, acks, const_cast<char *>(buf) + sizeof(WireHdr), h.total, 0, &ret);
+    if (h.src > self && pl->lane.port != 0) {
+        /* A higher id's whole messages call for the lane that is ours to make (mr_lane.cc),
+         * even where we send the peer none of our own (a broadcast's non-root). */
+        Peer *p = peer_get(h.src, false);
+        if (p != nullptr && p->links[pl->index]->lane.st != Lane::St::kReady) {
+            lane_want(p->links[pl->index].get());
+        }
+    }
 }
 
 void Mr::tag_receive(Plane *pl)

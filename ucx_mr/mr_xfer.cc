@@ -172,6 +172,10 @@ void Mr::post_flat(Op *op, Link *l, uint64_t len)
 {
     char *wire = op->flat->wire();
     const size_t n = frame_tagged(wire, op, len);
+    if (lane_send(l, wire, n)) {
+        post_result(op, l, nullptr); /* the kernel has it: done, as UCP's immediate send */
+        return;
+    }
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = send_cb;
@@ -183,6 +187,10 @@ bool Mr::post_whole(Op *op, Link *l, const char *data, uint64_t len)
 {
     memcpy(tag_out + sizeof(WireHdr), data, len);
     const size_t n = frame_tagged(tag_out, op, len);
+    if (lane_send(l, tag_out, n)) {
+        post_result(op, l, nullptr);
+        return true;
+    }
     /* At once or not at all: tag_out is reused by the next send. */
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
@@ -689,6 +697,7 @@ void Mr::drain_copies(uint64_t limit_us)
         }
         for (auto &pl : planes) {
             poll(pl.get());
+            lane_service(pl.get()); /* a held frame's rest, a peer's new lane */
         }
         ack_flush(true, clock); /* peers draining too wait for ours */
         ctrl_flush();

@@ -103,6 +103,13 @@ typedef struct dr_mr_config {
      * that spins, as one rank per core does, pays that on every message, and a nap's
      * later wake-up only on the long waits that reach it. */
     int wakeup;
+    /* Whole small messages (up to DR_MR_TAKE_MAX bytes) over a TCP connection of ucx_mr's
+     * own per (peer, plane), between the planes' addresses, instead of UCP (README, ucx_mr,
+     * The direct lane): 1 on every plane with an IPv4 address, 0 never, -1 (default) on
+     * the planes whose device has no RDMA device behind it (where UCX itself would use
+     * TCP). A peer without one on a plane gets UCP there. Appended: a program built
+     * against the struct without it must be rebuilt. */
+    int direct_lane;
 } dr_mr_config_t;
 
 /* Fill cfg with defaults (planes = NULL). */
@@ -307,6 +314,12 @@ typedef struct dr_mr_plane_counters {
      * program built against the struct without them must be rebuilt. */
     uint64_t endpoint_waits;
     uint64_t endpoint_waits_expired;
+    /* The direct lane (dr_mr_config_t.direct_lane): whole messages sent and received on it,
+     * and its connections that failed while their link was up (each took the link down,
+     * as an endpoint error does). Appended as above. */
+    uint64_t lane_tx;
+    uint64_t lane_rx;
+    uint64_t lane_failures;
 } dr_mr_plane_stats_t;
 
 dr_status_t dr_mr_plane_stats(const dr_mr_t *mr, int plane, dr_mr_plane_stats_t *out);

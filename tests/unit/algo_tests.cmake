@@ -89,3 +89,6 @@ dr_mr_internal_test(ep_create_fail)
 # A new endpoint waits until UCX has cleared away a dead connection from the peer (a UCX TCP
 # abort otherwise, mr_ep.cc: stale_connection).
 dr_mr_internal_test(stale_conn)
+# Whole small messages over the direct lane (mr_lane.cc): exact, cut frames finished, UCP
+# meanwhile, a failed lane takes its link down and comes back.
+dr_mr_internal_test(lane)

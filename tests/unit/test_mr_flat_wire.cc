@@ -18,7 +18,8 @@
  *              wait in UCP's queue until two watchdog looks turn the plane to probing,
  *              then are delivered; once that receive ends, the plane posts again
  *
- * Loopback only (UCX_TLS tcp on lo), every wait bounded.
+ * Loopback only (UCX_TLS tcp on lo), every wait bounded; without the direct lane
+ * (direct_lane 0), which would carry the whole messages instead (test_mr_lane.cc).
  */
 #include <ucp/api/ucp.h>
 
@@ -291,7 +292,10 @@ void test_stuck_receive(dr_mr_t *a, dr_mr_t *b)
 int main()
 {
     dr_mr_t *a = nullptr, *b = nullptr;
-    if (mr_pair_open(&a, &b) != 0) {
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    cfg.direct_lane = 0; /* UCP's tag path, which whole messages take without a lane */
+    if (mr_pair_open(&a, &b, &cfg) != 0) {
         std::printf("FAIL: cannot open a pair of contexts on loopback\n");
         return 1;
     }
