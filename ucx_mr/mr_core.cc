@@ -401,6 +401,7 @@ static void mr_teardown(Mr *mr)
             continue;
         }
         for (size_t i = 0; i < mr->planes.size(); ++i) {
+            mr->lane_close(p->links[i].get());
             mr->ep_close(p->links[i].get());
         }
     }
@@ -704,6 +705,11 @@ extern "C" dr_status_t dr_mr_add_peer(dr_mr_t *mr, uint32_t peer, const void *ad
     Guard g(mr);
     Peer *pe = mr->peer_get(peer, true);
     for (uint32_t i = 0; i < nplanes; ++i) {
+        if (pe->known) {
+            /* a re-registration: the old process's lanes go; a lane that a process not
+             * registered yet made to us (mr_lane.cc, lane_attach) stays its own */
+            mr->lane_close(pe->links[i].get());
+        }
         mr->ep_close(pe->links[i].get());
     }
     /* Control messages kept for endpoints that waited (ep_ensure) were the old

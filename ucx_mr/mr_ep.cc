@@ -164,9 +164,11 @@ int Mr::sever_sockets(Link *l)
         return 0;
     }
     int n = 0;
-    each_socket(local, remote, false, [&n](int fd) {
-        shutdown(fd, SHUT_RDWR);
-        ++n;
+    each_socket(local, remote, false, [&n, this, l](int fd) {
+        if (!lane_socket(fd, l->plane)) { /* UCX's: other peers' lanes are theirs */
+            shutdown(fd, SHUT_RDWR);
+            ++n;
+        }
         return false;
     });
     return n;
@@ -194,15 +196,41 @@ bool Mr::stale_connection(const Link *l) const
     if (!link_addrs(l, &local, &remote)) {
         return false;
     }
-    return each_socket(local, remote, true, [](int fd) {
+    return each_socket(local, remote, true, [this, l](int fd) {
         pollfd p{fd, POLLIN | POLLRDHUP, 0};
-        return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0;
+        return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP)) != 0 &&
+               !lane_socket(fd, l->plane); /* a lane's end is ours to read, not UCX's */
     });
+}
+
+bool Mr::lane_socket(int fd, int plane) const
+{
+    const uint16_t port = planes[plane]->lane.port;
+    if (port == 0) {
+        return false; /* no lanes on this plane */
+    }
+    sockaddr_in a, b;
+    socklen_t la = sizeof(a), lb = sizeof(b);
+    if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &la) == 0 && ntohs(a.sin_port) == port) {
+        return true; /* accepted on our lane port (or the listening socket itself) */
+    }
+    if (getpeername(fd, reinterpret_cast<sockaddr *>(&b), &lb) != 0) {
+        return false;
+    }
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &b.sin_addr, ip, sizeof(ip));
+    for (const auto &p : peers) { /* connected to a peer's lane port: ours */
+        if (p && p->lane_ports.size() > (size_t)plane &&
+            p->lane_ports[plane] == ntohs(b.sin_port) && p->ips.size() > (size_t)plane &&
+            p->ips[plane] == ip) {
+            return true;
+        }
+    }
+    return false;
 }
 
 void Mr::ep_close(Link *l, bool sever)
 {
-    lane_close(l);      /* the direct lane lives and dies with the endpoint (mr_lane.cc) */
     l->stale_since = 0; /* a wait for a new endpoint starts afresh */
     if (l->ep == nullptr) {
         /* An endpoint that could not be made (issue() flags it so that the link goes

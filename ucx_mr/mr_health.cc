@@ -193,6 +193,7 @@ void Mr::declare_down(Link *l, const std::string &why)
     l->remote_down = false;
     l->inflight = 0; /* operations of the old generation no longer count */
     weights_link_changed(l);
+    lane_close(l); /* the direct lane goes with the link (mr_lane.cc), before the sever */
     ep_close(l, true);
     const int left = live_planes(p);
     log(p->gone ? DR_LOG_INFO : DR_LOG_WARN,
@@ -416,6 +417,9 @@ void Mr::watchdog(uint64_t now)
             }
             if (!busy) {
                 continue;
+            }
+            if (l->lane.st == Lane::St::kReady) {
+                lane_watch(l, now);
             }
             ++up;
             const uint64_t since = std::max(l->last_progress, p->busy_since);

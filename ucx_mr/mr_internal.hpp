@@ -538,6 +538,8 @@ struct Mr {
     int sever_sockets(Link *l);
     bool link_addrs(const Link *l, in_addr *local, in_addr *remote) const;
     bool stale_connection(const Link *l) const;
+    /* fd is a direct lane's socket on that plane (mr_lane.cc): the scans above leave it */
+    bool lane_socket(int fd, int plane) const;
     Op *op_get();
     void op_put(Op *op);
     Req *req_get();
@@ -644,14 +646,15 @@ struct Mr {
             const bool ucp_hot = pl->ops_out != 0 || clock - pl->lane.ucp_at <= kHotUs;
             if (lane_hot || !ucp_hot || clock - pl->lane.polled_at >= kQuietPollUs) {
                 /* The lanes first; a message that finished a request returns to its waiter
-                 * without the UCP poll's system call. */
+                 * without the UCP poll's system call (if UCP was polled lately: acks, pings
+                 * and large segments must not starve behind a lane that always delivers). */
                 pl->lane.polled_at = clock;
                 const uint64_t before = finished;
                 lane = lane_recv(pl);
                 if (lane != 0) {
                     pl->lane.at = clock;
                 }
-                if (finished != before) {
+                if (finished != before && clock - pl->lane.ucp_polled_at < kQuietPollUs) {
                     return lane;
                 }
             }
@@ -742,8 +745,9 @@ struct Mr {
     void lane_want(Link *l);                       /* connect l's lane if it is ours to make */
     unsigned lane_recv(Plane *pl);                 /* the lanes' frames to on_am */
     void lane_service(Plane *pl);                  /* accepts, hellos, connects, held frames */
-    void lane_close(Link *l);                      /* with l's endpoint (ep_close) */
+    void lane_close(Link *l); /* l declared down, its peer re-registered, the end */
     void lane_fail(Link *l, int err);              /* ended or failed: l goes down if up */
+    void lane_watch(Link *l, uint64_t now);        /* the watchdog's look: frames stuck in TCP */
 
     /* mr_acks.cc */
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,

@@ -96,18 +96,19 @@ int so_error(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &n) == 0 ? e : errno;
 }
 
-/* A lane's options, both ends: no delay for small frames, and data unacknowledged for the
- * stall timeout aborts the connection. A lane shares its plane with UCP's connection, whose
- * pings the watchdog sees answered while a lane frame may sit in TCP's retransmission
- * backoff (seconds, after a flapping link): the kernel's own timer is the lane's stall
- * rule, and its abort a lane failure (the link goes down, the frames are sent again). */
-void lane_options(int fd, double stall_timeout)
+/* A lane's options, both ends: no delay for small frames; data the peer's kernel has not
+ * acknowledged for the peer timeout ends the connection (a backstop: Mr::lane_watch is the
+ * lane's stall rule). Not the stall timeout: since Linux 5.11 the timer also ends a
+ * connection whose receive window stays shut that long, which a peer that computes while
+ * a broadcast root runs ahead is, healthy. */
+void lane_options(int fd, double peer_timeout)
 {
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    unsigned ms = (unsigned)(stall_timeout * 1000.0);
-    ms = ms < 50 ? 50 : ms;
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+    if (peer_timeout > 0) {
+        const unsigned ms = (unsigned)(peer_timeout * 1000.0);
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+    }
 }
 
 bool lane_buffers(Lane &n)
@@ -202,6 +203,7 @@ static bool lane_ready(Mr *mr, Link *l)
     n.st = Lane::St::kReady;
     n.have = 0;
     n.sent = 0;
+    ++n.gen;
     n.pend_off = n.pend_len = 0;
     pn.at = mr->clock; /* its frames follow at once: read it at every poll */
     return true;
@@ -265,7 +267,7 @@ void Mr::lane_want(Link *l)
         }
         return;
     }
-    lane_options(fd, cfg.stall_timeout);
+    lane_options(fd, cfg.peer_timeout);
     sockaddr_in me{}, to{};
     me.sin_family = to.sin_family = AF_INET;
     me.sin_addr = local; /* from this plane's address: the lane rides this plane only */
@@ -363,6 +365,35 @@ void Mr::lane_fail(Link *l, int err)
     }
 }
 
+void Mr::lane_watch(Link *l, uint64_t now)
+{
+    /* The watchdog's pings travel on UCP's connection and are answered while a lane frame
+     * sits in TCP's retransmission backoff (seconds after a few flaps of the link: a call of
+     * 3.1 s and a first down 6 s after the fault in failover_flap_whole, before this rule).
+     * Data outstanding, retransmitted twice in a row (two retransmission timeouts, 600 ms
+     * or more at Linux's 200 ms minimum) and no acknowledgement from the peer's kernel for
+     * the stall timeout: the path is broken, not the peer busy (its kernel acknowledges
+     * for it, and a shut receive window is probed, not retransmitted). */
+    Lane &n = l->lane;
+    if (n.st != Lane::St::kReady || n.sent == 0 || now - n.watched_at < kLaneWatchUs) {
+        return;
+    }
+    n.watched_at = now;
+    tcp_info ti{};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(n.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+        return;
+    }
+    if (ti.tcpi_unacked != 0 && ti.tcpi_backoff >= 2 &&
+        (uint64_t)ti.tcpi_last_ack_recv * 1000 >= stall_us) {
+        log(DR_LOG_INFO,
+            "peer %u plane %d: direct lane: data unacknowledged for %u ms, %u "
+            "retransmission timeouts",
+            l->peer, l->plane, ti.tcpi_last_ack_recv, ti.tcpi_backoff);
+        lane_fail(l, ETIMEDOUT);
+    }
+}
+
 void Mr::lane_close(Link *l)
 {
     /* with its link's endpoint: a link declared down aborts (nothing of it arrives late),
@@ -403,13 +434,22 @@ static int lane_read(Mr *mr, Plane *pl, Link *l)
         if (n.have - off < flen) {
             break;
         }
+        uint32_t src;
+        memcpy(&src, f + offsetof(WireHdr, src), sizeof(src));
+        if (src != l->peer) {
+            mr->log(DR_LOG_WARN, "peer %u plane %d: direct lane: a frame from process %u: closed",
+                    l->peer, l->plane, src);
+            mr->lane_fail(l, EPROTO);
+            return -1;
+        }
         memset(f + kHdrOffsetAt, 0, sizeof(uint64_t));
         ++pl->stats.lane_rx;
         off += flen;
         ++k;
+        const uint32_t gen = n.gen;
         mr->tag_deliver(pl, f, flen, UCS_OK);
-        if (n.st != Lane::St::kReady) {
-            return -1; /* closed by what the message set off (a re-registration, the end) */
+        if (n.st != Lane::St::kReady || n.gen != gen) {
+            return -1; /* closed or replaced by what the message set off */
         }
     }
     if (off != 0) {
@@ -465,6 +505,12 @@ static void lane_attach(Mr *mr, Plane *pl, const LaneHelloWait &h)
         return;
     }
     Link *l = p->links[pl->index].get();
+    if (l->state != DR_LINK_UP) {
+        /* declared down here: the lane would go with the link's next close, and fail at
+         * the peer; it connects again once the link is back here too */
+        close(h.fd);
+        return;
+    }
     if (l->lane.st != Lane::St::kNone) {
         /* The peer made a new one: its end of the old one is gone, and with it what it
          * had not read of ours (lane_fail: the link goes down if it is up). */
@@ -472,10 +518,9 @@ static void lane_attach(Mr *mr, Plane *pl, const LaneHelloWait &h)
     }
     l->lane.fd = h.fd;
     const LaneHello answer{kLaneMagic, kWireVersion, (uint16_t)pl->index, mr->self, 0};
-    if (!lane_buffers(l->lane) ||
+    if (!lane_buffers(l->lane) || !lane_ready(mr, l) ||
         send(h.fd, &answer, sizeof(answer), MSG_DONTWAIT | MSG_NOSIGNAL) !=
-            (ssize_t)sizeof(answer) ||
-        !lane_ready(mr, l)) {
+            (ssize_t)sizeof(answer)) {
         lane_drop(mr, l, true); /* the peer gives up on it, and takes UCP meanwhile */
     }
 }
@@ -585,7 +630,7 @@ void Mr::lane_service(Plane *pl)
                 if (fd < 0) {
                     break;
                 }
-                lane_options(fd, cfg.stall_timeout);
+                lane_options(fd, cfg.peer_timeout);
                 epoll_event he{};
                 he.events = EPOLLIN | EPOLLRDHUP;
                 he.data.u64 = kCtlHello | (uint32_t)fd;

@@ -46,6 +46,8 @@ constexpr size_t kLaneDirectMax = 2;
  * pings beside a lane's small messages, a lane's beside UCP's large ones, wait that much
  * more at most. */
 constexpr uint64_t kQuietPollUs = 20;
+/* Mr::lane_watch looks at a busy lane's TCP state at most this often (a system call). */
+constexpr uint64_t kLaneWatchUs = 50000;
 
 /* A link's lane. */
 struct Lane {
@@ -63,6 +65,8 @@ struct Lane {
     std::unique_ptr<char[]> buf;  /* kLaneRxBuf: frames read, not yet whole */
     size_t have = 0;
     uint64_t sent = 0; /* frames sent on it: one that fails with none lost nothing of ours */
+    uint32_t gen = 0;  /* lane_ready's count: a lane replaced while its frames were handed on */
+    uint64_t watched_at = 0; /* Mr::lane_watch's last look */
     /* ended or failed while the link was up: handle_deferred declares it down (frames may
      * be lost with the connection, either way; the re-routing sends ours again) */
     bool failed = false;

@@ -18,6 +18,8 @@
  *              closed; the pair still exchanges
  *   one way    only the higher id sends: the lower id, whose lane it is to make, makes it
  *              on what it receives, and the messages move onto it
+ *   late       the lane from a process not registered yet is taken, and registering it
+ *              afterwards keeps the lane (a re-registration closes it): no link goes down
  *   off        direct_lane 0 on one side: no port in its address, and both sides use UCP
  *
  * Loopback only (UCX_TLS tcp on lo), every wait bounded.
@@ -283,6 +285,50 @@ void test_one_way()
     dr_mr_destroy(b);
 }
 
+/* The lane from a process this one has not registered yet (it registered us first) is
+ * taken, and registering that process afterwards keeps it: no failure at either end. */
+void test_register_late()
+{
+    dr_mr_config_t cfg;
+    dr_test_loopback_config(&cfg);
+    dr_mr_t *a = nullptr, *b = nullptr;
+    char err[256];
+    if (dr_mr_create(&cfg, 0, &a, err, sizeof(err)) != DR_OK ||
+        dr_mr_create(&cfg, 1, &b, err, sizeof(err)) != DR_OK) {
+        CHECK(false, "two contexts");
+        return;
+    }
+    const void *addr;
+    size_t len;
+    dr_mr_address(b, &addr, &len);
+    dr_mr_add_peer(a, 1, addr, len, err, sizeof(err)); /* a knows b; b not a, yet */
+    bool ready = false;
+    for (int k = 0; k < 200 && !ready; ++k) {
+        const uint64_t v = 42;
+        dr_mr_req_t *s = nullptr;
+        dr_mr_isend(a, 1, 9000 + (uint64_t)k, &v, sizeof(v), &s);
+        dr_mr_req_free(a, s);
+        for (int i = 0; i < 20; ++i) {
+            dr_mr_progress(a);
+            dr_mr_progress(b);
+        }
+        ready = link_to(a, 1)->lane.st == Lane::St::kReady &&
+                link_to(b, 0)->lane.st == Lane::St::kReady;
+        usleep(200);
+    }
+    CHECK(ready, "a's lane to b, which has not registered a, is taken");
+    dr_mr_address(a, &addr, &len);
+    dr_mr_add_peer(b, 0, addr, len, err, sizeof(err));
+    CHECK(link_to(b, 0)->lane.st == Lane::St::kReady, "b registering a keeps it");
+    const uint64_t before = stats(b).lane_tx;
+    CHECK(one(b, a, 1, 0, 9500, 16) && one(a, b, 0, 1, 9501, 16), "exchange both ways");
+    CHECK(stats(b).lane_tx == before + 1, "b's message on the lane");
+    CHECK(link_to(a, 1)->state == DR_LINK_UP && stats(a).errors == 0 && stats(b).errors == 0,
+          "no link went down");
+    dr_mr_destroy(a);
+    dr_mr_destroy(b);
+}
+
 void test_off()
 {
     dr_mr_config_t on, off;
@@ -336,6 +382,7 @@ int main()
     dr_mr_destroy(a);
     dr_mr_destroy(b);
     test_one_way();
+    test_register_late();
     test_off();
     return dualrail::test::check_report();
 }
