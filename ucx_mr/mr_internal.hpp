@@ -699,7 +699,8 @@ struct Mr {
     void tag_watch(Plane *pl);
     /* A kWholeTag message of got bytes in buf (st: how its receive ended) to on_am, or
      * dropped (foreign or malformed). */
-    void tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st);
+    void tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st,
+                     size_t max = kTagWireMax);
     /* The whole messages (kWholeTag) UCP holds for pl, through on_am (Rx::kFailed,
      * Rx::kStuck). */
     void tag_receive(Plane *pl);
@@ -742,6 +743,9 @@ struct Mr {
     void lane_open(Plane *pl);                     /* its listening socket, if it takes one */
     void lane_plane_close(Plane *pl);              /* teardown */
     bool lane_send(Link *l, char *wire, size_t n); /* false: nothing sent, take UCP */
+    /* post_data's whole segment (op's header and acknowledgements around data) on l's lane,
+     * up to kLaneWholeMax bytes, if it is ready; false: nothing sent */
+    bool lane_send_whole(Link *l, Op *op, const char *data, uint64_t len);
     void lane_want(Link *l);                       /* connect l's lane if it is ours to make */
     unsigned lane_recv(Plane *pl);                 /* the lanes' frames to on_am */
     void lane_service(Plane *pl);                  /* accepts, hellos, connects, held frames */

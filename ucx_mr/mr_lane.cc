@@ -113,13 +113,10 @@ void lane_options(int fd, double peer_timeout)
 
 bool lane_buffers(Lane &n)
 {
-    if (!n.pend) {
-        n.pend.reset(new (std::nothrow) char[kTagWireMax]);
-    }
     if (!n.buf) {
         n.buf.reset(new (std::nothrow) char[kLaneRxBuf]);
     }
-    return n.pend && n.buf;
+    return n.buf != nullptr; /* pend: made by the first frame the kernel cuts */
 }
 
 } // namespace
@@ -309,41 +306,86 @@ static bool lane_flush(Mr *mr, Link *l)
     return true;
 }
 
-bool Mr::lane_send(Link *l, char *wire, size_t n)
+/* One frame of n bytes in iov[0..cnt) on l's ready lane: true once the kernel has taken
+ * some of it (the rest held, sent before any other frame), false if none went (UCP then). */
+static bool lane_sendv(Mr *mr, Link *l, const iovec *iov, int cnt, size_t n)
 {
     Lane &ln = l->lane;
-    if (ln.st != Lane::St::kReady) {
-        lane_want(l);
-        return false; /* UCP this time */
-    }
-    if (ln.pend_len != 0 && !lane_flush(this, l)) {
+    if (ln.pend_len != 0 && !lane_flush(mr, l)) {
         return false;
     }
-    const uint64_t len = n;
-    memcpy(wire + kHdrOffsetAt, &len, sizeof(len));
-    const ssize_t s = send(ln.fd, wire, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    msghdr m{};
+    m.msg_iov = const_cast<iovec *>(iov);
+    m.msg_iovlen = (size_t)cnt;
+    const ssize_t s = cnt == 1 ? send(ln.fd, iov[0].iov_base, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+                               : sendmsg(ln.fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     const int e = errno;
+    if (s > 0) {
+        ++mr->planes[l->plane]->stats.lane_tx;
+        ++ln.sent; /* before anything below may fail the lane: this frame may be lost */
+    }
     if (s > 0 && (size_t)s < n) {
         /* the rest before any other frame (lane_flush); lane_service waits for room */
-        memcpy(ln.pend.get(), wire + s, n - (size_t)s);
+        if (!ln.pend) {
+            ln.pend.reset(new (std::nothrow) char[kLaneFrameMax]);
+            if (!ln.pend) {
+                mr->lane_fail(l, ENOMEM); /* a cut frame cannot be finished: as lost */
+                return true;              /* (the kernel has part of it: not UCP's) */
+            }
+        }
+        size_t skip = (size_t)s, at = 0;
+        for (int i = 0; i < cnt; ++i) {
+            const char *b = static_cast<const char *>(iov[i].iov_base);
+            size_t len = iov[i].iov_len;
+            const size_t k = skip < len ? skip : len;
+            skip -= k;
+            memcpy(ln.pend.get() + at, b + k, len - k);
+            at += len - k;
+        }
         ln.pend_off = 0;
-        ln.pend_len = (uint32_t)(n - (size_t)s);
+        ln.pend_len = (uint32_t)at;
         epoll_event ev{};
         ev.events = EPOLLOUT;
         ev.data.u64 = kCtlLane | l->peer;
-        epoll_ctl(planes[l->plane]->lane.ctl_ep, EPOLL_CTL_ADD, ln.fd, &ev);
+        epoll_ctl(mr->planes[l->plane]->lane.ctl_ep, EPOLL_CTL_ADD, ln.fd, &ev);
     }
-    const uint64_t zero = 0; /* a whole message's offset, should UCP send this wire after all */
-    memcpy(wire + kHdrOffsetAt, &zero, sizeof(zero));
     if (s > 0) {
-        ++planes[l->plane]->stats.lane_tx;
-        ++ln.sent;
         return true;
     }
     if (e != EAGAIN && e != EWOULDBLOCK && e != EINTR) {
-        lane_fail(l, e);
+        mr->lane_fail(l, e);
     }
     return false;
+}
+
+bool Mr::lane_send(Link *l, char *wire, size_t n)
+{
+    if (l->lane.st != Lane::St::kReady) {
+        lane_want(l);
+        return false; /* UCP this time */
+    }
+    const uint64_t len = n;
+    memcpy(wire + kHdrOffsetAt, &len, sizeof(len));
+    const iovec iov{wire, n};
+    const bool sent = lane_sendv(this, l, &iov, 1, n);
+    const uint64_t zero = 0; /* a whole message's offset, should UCP send this wire after all */
+    memcpy(wire + kHdrOffsetAt, &zero, sizeof(zero));
+    return sent;
+}
+
+bool Mr::lane_send_whole(Link *l, Op *op, const char *data, uint64_t len)
+{
+    if (l->lane.st != Lane::St::kReady || len > kLaneWholeMax) {
+        return false; /* post_whole's lane_send asks for the lane */
+    }
+    const size_t n = sizeof(WireHdr) + len + sizeof(uint32_t) * op->acks.n;
+    op->hdr.offset = n; /* the frame's length (a whole message's offset is 0) */
+    const iovec iov[3] = {{&op->hdr, sizeof(WireHdr)},
+                          {const_cast<char *>(data), len},
+                          {op->acks.id, sizeof(uint32_t) * op->acks.n}};
+    const bool sent = lane_sendv(this, l, iov, op->acks.n != 0 ? 3 : 2, n);
+    op->hdr.offset = 0;
+    return sent;
 }
 
 void Mr::lane_fail(Link *l, int err)
@@ -425,7 +467,7 @@ static int lane_read(Mr *mr, Plane *pl, Link *l)
         char *f = n.buf.get() + off;
         uint64_t flen;
         memcpy(&flen, f + kHdrOffsetAt, sizeof(flen));
-        if (flen < sizeof(WireHdr) || flen > kTagWireMax) {
+        if (flen < sizeof(WireHdr) || flen > kLaneFrameMax) {
             mr->log(DR_LOG_WARN, "peer %u plane %d: direct lane: a frame of %llu bytes: closed",
                     l->peer, l->plane, (unsigned long long)flen);
             mr->lane_fail(l, EPROTO);
@@ -447,7 +489,7 @@ static int lane_read(Mr *mr, Plane *pl, Link *l)
         off += flen;
         ++k;
         const uint32_t gen = n.gen;
-        mr->tag_deliver(pl, f, flen, UCS_OK);
+        mr->tag_deliver(pl, f, flen, UCS_OK, kLaneFrameMax);
         if (n.st != Lane::St::kReady || n.gen != gen) {
             return -1; /* closed or replaced by what the message set off */
         }

@@ -31,8 +31,14 @@ struct LaneHello {
 };
 constexpr uint32_t kLaneMagic = 0x44524c4e; /* "DRLN" */
 
-/* Receive buffer of a lane: many frames per recv() when a peer sends faster than we poll. */
-constexpr size_t kLaneRxBuf = 16 * 1024;
+/* The longest whole message a lane carries (every message ucx_mr sends whole with its
+ * defaults: min_stripe 16 KiB), and its frame with header and acknowledgements. */
+constexpr size_t kLaneWholeMax = 16 * 1024;
+constexpr size_t kLaneFrameMax = kLaneWholeMax + 128;
+/* Receive buffer of a lane: a whole frame at least; many small ones per recv() when a peer
+ * sends faster than we poll. */
+constexpr size_t kLaneRxBuf = 32 * 1024;
+static_assert(kLaneRxBuf >= kLaneFrameMax, "a lane's buffer holds its longest frame");
 /* No new connection on a link sooner than this after one failed or could not be made. */
 constexpr uint64_t kLaneRetryUs = 100000;
 /* A connection not made within this long is given up; an accepted one whose hello has not
@@ -61,7 +67,7 @@ struct Lane {
     /* The part of a frame the kernel did not take (a full socket buffer): sent before any
      * other frame (lane_flush); meanwhile frames take the UCP path. */
     uint32_t pend_off = 0, pend_len = 0;
-    std::unique_ptr<char[]> pend; /* kTagWireMax */
+    std::unique_ptr<char[]> pend; /* kLaneFrameMax, made by the first frame the kernel cuts */
     std::unique_ptr<char[]> buf;  /* kLaneRxBuf: frames read, not yet whole */
     size_t have = 0;
     uint64_t sent = 0; /* frames sent on it: one that fails with none lost nothing of ours */

@@ -154,7 +154,7 @@ void Mr::tag_watch(Plane *pl)
     pl->tag_more = true;
 }
 
-void Mr::tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st)
+void Mr::tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st, size_t max)
 {
     ++pl->tag_msgs;
     pl->tag_last_len = got;
@@ -163,8 +163,8 @@ void Mr::tag_deliver(Plane *pl, const char *buf, size_t got, ucs_status_t st)
     if (st == UCS_OK && got >= sizeof(WireHdr)) {
         memcpy(&h, buf, sizeof(h));
     }
-    if (st != UCS_OK || got < sizeof(WireHdr) || got > kTagWireMax || h.type != kData ||
-        h.offset != 0 || h.total > extra || (extra - h.total) % sizeof(uint32_t) != 0 ||
+    if (st != UCS_OK || got < sizeof(WireHdr) || got > max || h.type != kData || h.offset != 0 ||
+        h.total > extra || (extra - h.total) % sizeof(uint32_t) != 0 ||
         (extra - h.total) / sizeof(uint32_t) > kAckList) {
         log(DR_LOG_INFO, "plane %d (%s): dropped a %zu-byte tag message (%s)", pl->index,
             pl->device.c_str(), got, st != UCS_OK ? ucs_status_string(st) : "not a whole message");

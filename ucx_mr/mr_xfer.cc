@@ -284,6 +284,8 @@ void Mr::post_data(Link *l, Op *op, uint32_t msg_id, uint64_t key, uint64_t tota
     ++pl->stats.tx_segments;
     if (op->flat != nullptr) {
         post_flat(op, l, len); /* data is the flat send's own wire (kWholeTag) */
+    } else if (offset == 0 && len == total && lane_send_whole(l, op, data, len)) {
+        post_result(op, l, nullptr); /* the kernel has it (the direct lane, mr_lane.cc) */
     } else if (offset != 0 || len != total || len > kTagWholeMax || !post_whole(op, l, data, len)) {
         post_am(op, l, data, len);
     }

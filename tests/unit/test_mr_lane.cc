@@ -76,32 +76,56 @@ bool lanes_up(dr_mr_t *a, dr_mr_t *b)
     return false;
 }
 
-/* src sends len bytes under key (pattern from key), dst takes them: exact? (5 s at most) */
+/* src sends len bytes under key (pattern from key), dst receives them (dr_mr_take up to
+ * DR_MR_TAKE_MAX, a posted receive past it): exact, and the send complete? (5 s at most) */
 bool one(dr_mr_t *src, dr_mr_t *dst, uint32_t from, uint32_t to, uint64_t key, size_t len)
 {
     std::vector<char> out(len), in(len + 16, 0);
     for (size_t i = 0; i < len; ++i) {
         out[i] = (char)(key * 31 + i * 7);
     }
-    dr_mr_req_t *s = nullptr;
+    dr_mr_req_t *s = nullptr, *r = nullptr;
+    if (len > DR_MR_TAKE_MAX && dr_mr_irecv(dst, from, key, in.data(), in.size(), &r) != DR_OK) {
+        return false;
+    }
     if (dr_mr_isend(src, to, key, out.data(), len, &s) != DR_OK) {
         return false;
     }
-    dr_mr_req_free(src, s);
     size_t got = 0;
-    dr_status_t st = DR_INPROGRESS;
-    for (double end = now_s() + 5; st == DR_INPROGRESS && now_s() < end;) {
+    dr_status_t st = DR_INPROGRESS, ss = DR_INPROGRESS;
+    for (double end = now_s() + 5; (st == DR_INPROGRESS || ss == DR_INPROGRESS) && now_s() < end;) {
         dr_mr_progress(src);
         dr_mr_progress(dst);
-        st = dr_mr_take(dst, from, key, in.data(), in.size(), &got);
+        if (ss == DR_INPROGRESS) {
+            ss = dr_mr_test(src, s, nullptr);
+        }
+        if (st == DR_INPROGRESS) {
+            st = r != nullptr ? dr_mr_test(dst, r, &got)
+                              : dr_mr_take(dst, from, key, in.data(), in.size(), &got);
+        }
     }
-    return st == DR_OK && got == len && std::memcmp(in.data(), out.data(), len) == 0;
+    dr_mr_req_free(src, s);
+    if (r != nullptr) {
+        dr_mr_req_free(dst, r);
+    }
+    return ss == DR_OK && st == DR_OK && got == len && std::memcmp(in.data(), out.data(), len) == 0;
 }
 
 void test_carries(dr_mr_t *a, dr_mr_t *b)
 {
     CHECK(lanes_up(a, b), "both lanes connect within 3 s of the first messages");
-    const size_t sizes[] = {0, 1, 8, 255, 256, 257, 1000, kTagWholeMax};
+    const size_t sizes[] = {0,
+                            1,
+                            8,
+                            255,
+                            256,
+                            257,
+                            1000,
+                            kTagWholeMax,
+                            kTagWholeMax + 1,
+                            4096,
+                            9999,
+                            dualrail::mr::kLaneWholeMax};
     const dr_mr_plane_stats_t a0 = stats(a), b0 = stats(b);
     uint64_t key = 100;
     for (size_t len : sizes) {
@@ -118,7 +142,8 @@ void test_carries(dr_mr_t *a, dr_mr_t *b)
     CHECK(b1.lane_tx - b0.lane_tx == n && a1.lane_rx - a0.lane_rx == n,
           "every whole message b sent went on its lane and came off a's");
     CHECK(a1.lane_tx - a0.lane_tx == n && b1.lane_rx - b0.lane_rx == n, "and the same from a to b");
-    CHECK(one(b, a, 1, 0, key++, kTagWholeMax + 1), "one byte past a whole message, exact");
+    CHECK(one(b, a, 1, 0, key++, dualrail::mr::kLaneWholeMax + 1),
+          "one byte past the lane's, exact");
     CHECK(stats(b).lane_tx == b1.lane_tx, "and it took UCP");
 }
 
@@ -138,6 +163,9 @@ void test_cut(dr_mr_t *a, dr_mr_t *b)
         f[sizeof(h) + i] = (char)(i * 3 + 1);
     }
     CHECK(send(lb->lane.fd, f.data(), 100, MSG_DONTWAIT) == 100, "the frame's first 100 bytes");
+    if (!lb->lane.pend) {
+        lb->lane.pend.reset(new char[dualrail::mr::kLaneFrameMax]); /* as lane_sendv makes it */
+    }
     std::memcpy(lb->lane.pend.get(), f.data() + 100, f.size() - 100);
     lb->lane.pend_off = 0;
     lb->lane.pend_len = (uint32_t)(f.size() - 100);
@@ -197,6 +225,53 @@ void test_backlog(dr_mr_t *a, dr_mr_t *b)
     }
     std::printf("backlog: %d of %d arrived exactly\n", exact, kN);
     CHECK(exact == kN, "every message of the backlog arrived exactly");
+    CHECK(link_to(b, 0)->state == DR_LINK_UP && stats(b).lane_failures == 0,
+          "and the lane never failed");
+
+    /* Whole messages of 16 KiB (header, data and acknowledgements sent from three places)
+     * into posted receives, the ones that find the buffer full on UCP. Loopback's 64 KiB
+     * segments leave a frame whole in the kernel or refused (never cut, unlike a 1500-byte
+     * MTU's), so the rest of a cut frame gathered from the three is not exercised here:
+     * test_cut holds one by hand. */
+    constexpr int kBig = 100;
+    const size_t big = dualrail::mr::kLaneWholeMax;
+    std::vector<std::vector<char>> outs(kBig, std::vector<char>(big)),
+        ins(kBig, std::vector<char>(big));
+    std::vector<dr_mr_req_t *> rs(kBig, nullptr), ss(kBig, nullptr);
+    for (int k = 0; k < kBig; ++k) {
+        for (size_t i = 0; i < big; ++i) {
+            outs[k][i] = (char)(k * 7 + i * 3);
+        }
+        CHECK(dr_mr_irecv(a, 1, 2000 + (uint64_t)k, ins[k].data(), big, &rs[k]) == DR_OK, "irecv");
+    }
+    uint32_t cut = 0;
+    const uint64_t lane0 = stats(b).lane_tx;
+    for (int k = 0; k < kBig; ++k) {
+        CHECK(dr_mr_isend(b, 0, 2000 + (uint64_t)k, outs[k].data(), big, &ss[k]) == DR_OK, "isend");
+        cut += lb->lane.pend_len != 0;
+        dr_mr_progress(b);
+    }
+    int done = 0;
+    for (double end = now_s() + 10; done < kBig && now_s() < end;) {
+        dr_mr_progress(b);
+        dr_mr_progress(a);
+        done = 0;
+        for (int k = 0; k < kBig; ++k) {
+            done +=
+                dr_mr_test(a, rs[k], nullptr) == DR_OK && dr_mr_test(b, ss[k], nullptr) == DR_OK;
+        }
+    }
+    int exact_big = 0;
+    for (int k = 0; k < kBig; ++k) {
+        exact_big += ins[k] == outs[k];
+        dr_mr_req_free(a, rs[k]);
+        dr_mr_req_free(b, ss[k]);
+    }
+    std::printf("backlog: %d of %d messages of %zu bytes exact, %llu on the lane, a frame cut %u "
+                "time(s)\n",
+                exact_big, kBig, big, (unsigned long long)(stats(b).lane_tx - lane0), cut);
+    CHECK(done == kBig && exact_big == kBig,
+          "every 16 KiB message arrived exactly, sends complete");
     CHECK(link_to(b, 0)->state == DR_LINK_UP && stats(b).lane_failures == 0,
           "and the lane never failed");
 }
