@@ -326,7 +326,7 @@ static int dualrail_register(void)
         MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_6, &cm->wakeup);
     cm->direct_lane = -1;
     reg("direct_lane",
-        "Whole small messages (up to 1952 bytes) travel over a TCP connection of the "
+        "Whole messages (up to 16 KiB, every one sent unstriped) travel over a TCP connection of the "
         "component's own per (peer, plane), read with one recv per poll, instead of as UCX "
         "messages (README, ucx_mr, The direct lane). 1: on every plane with an IPv4 address; "
         "0: never; -1 (default): on the planes whose device has no RDMA device behind it, "

@@ -1,9 +1,9 @@
 /*
- * ucx_mr's direct lane: every whole small message (a flat send or post_whole's, up to
- * kTagWholeMax bytes) goes to its peer over a TCP connection of ucx_mr's own between the
- * two planes' addresses, one per (peer, plane) carrying both directions, when it is up,
- * instead of as a UCP tag message; everything else (segments of larger messages, control
- * messages, probes) stays on UCP.
+ * ucx_mr's direct lane: every whole message (a flat send, or any data segment that is a
+ * whole message of up to kLaneWholeMax bytes) goes to its peer over a TCP connection of
+ * ucx_mr's own between the two planes' addresses, one per (peer, plane) carrying both
+ * directions, when it is up, instead of as a UCP tag or active message; everything else
+ * (segments of striped messages, control messages, probes) stays on UCP.
  *
  * Why. On TCP planes a small exchange's time is the kernel's: each packet costs its
  * sender's system call the whole way through the peer's TCP receive (veth delivers in the

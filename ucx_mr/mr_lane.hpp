@@ -1,7 +1,7 @@
 /*
- * ucx_mr's direct lane: whole small messages over one TCP connection of ucx_mr's own per
- * (peer, plane), both directions, beside the plane's UCP endpoint (mr_lane.cc has the why
- * and the rules).
+ * ucx_mr's direct lane: whole messages (up to 16 KiB) over one TCP connection of ucx_mr's
+ * own per (peer, plane), both directions, beside the plane's UCP endpoint (mr_lane.cc has
+ * the why and the rules).
  *
  *   lower process id ──connects, plane address to plane address──> higher id's PlaneLane
  *   both ends: Link::lane, read in Mr::poll, written by lane_send

@@ -103,8 +103,9 @@ typedef struct dr_mr_config {
      * that spins, as one rank per core does, pays that on every message, and a nap's
      * later wake-up only on the long waits that reach it. */
     int wakeup;
-    /* Whole small messages (up to DR_MR_TAKE_MAX bytes) over a TCP connection of ucx_mr's
-     * own per (peer, plane), between the planes' addresses, instead of UCP (README, ucx_mr,
+    /* Whole messages (up to 16 KiB: every one sent unstriped with the default min_stripe)
+     * over a TCP connection of ucx_mr's own per (peer, plane), both ways, between the
+     * planes' addresses, instead of UCP (README, ucx_mr,
      * The direct lane): 1 on every plane with an IPv4 address, 0 never, -1 (default) on
      * the planes whose device has no RDMA device behind it (where UCX itself would use
      * TCP). A peer without one on a plane gets UCP there. Appended: a program built
