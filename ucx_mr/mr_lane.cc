@@ -119,7 +119,46 @@ bool lane_buffers(Lane &n)
     return n.buf != nullptr; /* pend: made by the first frame the kernel cuts */
 }
 
+/* The hello this process sends on its plane's lane: the connect's, and the answer. */
+LaneHello hello_of(uint32_t self, int plane)
+{
+    return LaneHello{kLaneMagic, kWireVersion, (uint16_t)plane, self, 0};
+}
+
+/* The hello from the other end is one for this plane. */
+bool hello_fits(const LaneHello &h, int plane)
+{
+    return h.magic == kLaneMagic && h.version == kWireVersion && h.plane == (uint16_t)plane;
+}
+
+/* Reads what is left of a hello into `into` (have bytes of it so far), never past it:
+ * frames follow on the same connection. 1: complete, 0: more to come, -1: the connection
+ * ended or failed. */
+int hello_recv(int fd, LaneHello *into, size_t *have)
+{
+    char *to = reinterpret_cast<char *>(into) + *have;
+    const ssize_t r = recv(fd, to, sizeof(LaneHello) - *have, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return 0;
+    }
+    if (r <= 0) {
+        return -1;
+    }
+    *have += (size_t)r;
+    return *have == sizeof(LaneHello) ? 1 : 0;
+}
+
 } // namespace
+
+/* Watch l's lane in its plane's ctl_ep for events (EPOLLOUT: connected, room for a held
+ * frame; EPOLLIN: the listener's answer), once: lane_ctl_event takes it out again. */
+static bool ctl_watch(Mr *mr, Link *l, uint32_t events)
+{
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = kCtlLane | l->peer;
+    return epoll_ctl(mr->planes[l->plane]->lane.ctl_ep, EPOLL_CTL_ADD, l->lane.fd, &ev) == 0;
+}
 
 void Mr::lane_open(Plane *pl)
 {
@@ -241,9 +280,8 @@ void Mr::lane_want(Link *l)
         }
         if (n.st != Lane::St::kReady && clock - n.since > kLaneConnectUs) {
             log(DR_LOG_INFO,
-                "peer %u plane %d: direct lane not made after %.1f s: trying "
-                "again later",
-                l->peer, l->plane, (double)(clock - n.since) / 1e6);
+                "peer %u plane %d: direct lane not made after %.1f s: trying again later", l->peer,
+                l->plane, (double)(clock - n.since) / 1e6);
             lane_drop(this, l, true);
         }
         return;
@@ -270,18 +308,16 @@ void Mr::lane_want(Link *l)
     me.sin_addr = local; /* from this plane's address: the lane rides this plane only */
     to.sin_addr = remote;
     to.sin_port = htons(p->lane_ports[l->plane]);
-    epoll_event ev{};
-    ev.events = EPOLLOUT;
-    ev.data.u64 = kCtlLane | l->peer;
+    n.fd = fd;
     if (bind(fd, reinterpret_cast<sockaddr *>(&me), sizeof(me)) != 0 ||
         (connect(fd, reinterpret_cast<sockaddr *>(&to), sizeof(to)) != 0 && errno != EINPROGRESS) ||
-        epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        !ctl_watch(this, l, EPOLLOUT)) {
         log(DR_LOG_DEBUG, "peer %u plane %d: direct lane connect: %s", l->peer, l->plane,
             strerror(errno));
         close(fd);
+        n.fd = -1;
         return;
     }
-    n.fd = fd;
     n.st = Lane::St::kConnecting;
     n.since = clock;
 }
@@ -344,10 +380,7 @@ static bool lane_sendv(Mr *mr, Link *l, const iovec *iov, int cnt, size_t n)
         }
         ln.pend_off = 0;
         ln.pend_len = (uint32_t)at;
-        epoll_event ev{};
-        ev.events = EPOLLOUT;
-        ev.data.u64 = kCtlLane | l->peer;
-        epoll_ctl(mr->planes[l->plane]->lane.ctl_ep, EPOLL_CTL_ADD, ln.fd, &ev);
+        ctl_watch(mr, l, EPOLLOUT);
     }
     if (s > 0) {
         return true;
@@ -375,8 +408,12 @@ bool Mr::lane_send(Link *l, char *wire, size_t n)
 
 bool Mr::lane_send_whole(Link *l, Op *op, const char *data, uint64_t len)
 {
-    if (l->lane.st != Lane::St::kReady || len > kLaneWholeMax) {
-        return false; /* post_whole's lane_send asks for the lane */
+    if (l->lane.st != Lane::St::kReady) {
+        lane_want(l);
+        return false; /* UCP this time */
+    }
+    if (len > kLaneWholeMax) {
+        return false; /* a min_stripe above the lane's longest frame */
     }
     const size_t n = sizeof(WireHdr) + len + sizeof(uint32_t) * op->acks.n;
     op->hdr.offset = n; /* the frame's length (a whole message's offset is 0) */
@@ -534,8 +571,7 @@ static void lane_attach(Mr *mr, Plane *pl, const LaneHelloWait &h)
     /* A process not registered yet is taken as on_am takes its messages (its peer made
      * now): a connection that beats our dr_mr_add_peer is no failure. Only a lower id
      * connects (mr_lane.cc, Connections). */
-    Peer *p = h.hello.magic == kLaneMagic && h.hello.version == kWireVersion &&
-                      h.hello.plane == pl->index && h.hello.src < mr->self
+    Peer *p = hello_fits(h.hello, pl->index) && h.hello.src < mr->self
                   ? mr->peer_get(h.hello.src, true)
                   : nullptr;
     if (p == nullptr) {
@@ -559,7 +595,7 @@ static void lane_attach(Mr *mr, Plane *pl, const LaneHelloWait &h)
         mr->lane_fail(l, ECONNRESET);
     }
     l->lane.fd = h.fd;
-    const LaneHello answer{kLaneMagic, kWireVersion, (uint16_t)pl->index, mr->self, 0};
+    const LaneHello answer = hello_of(mr->self, pl->index);
     if (!lane_buffers(l->lane) || !lane_ready(mr, l) ||
         send(h.fd, &answer, sizeof(answer), MSG_DONTWAIT | MSG_NOSIGNAL) !=
             (ssize_t)sizeof(answer)) {
@@ -567,22 +603,17 @@ static void lane_attach(Mr *mr, Plane *pl, const LaneHelloWait &h)
     }
 }
 
-/* A readable hello-pending connection: reads what is left of its hello (never past it:
- * frames follow on the same connection). Whether it is done with (attached or closed). */
+/* A readable hello-pending connection: reads what is left of its hello. Whether it is
+ * done with (attached or closed). */
 static bool lane_hello_read(Mr *mr, Plane *pl, LaneHelloWait &h)
 {
-    char *to = reinterpret_cast<char *>(&h.hello) + h.have;
-    const ssize_t r = recv(h.fd, to, sizeof(LaneHello) - h.have, MSG_DONTWAIT);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    const int got = hello_recv(h.fd, &h.hello, &h.have);
+    if (got == 0) {
         return false;
     }
-    if (r <= 0) {
+    if (got < 0) {
         close(h.fd);
         return true;
-    }
-    h.have += (size_t)r;
-    if (h.have < sizeof(LaneHello)) {
-        return false;
     }
     epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_DEL, h.fd, nullptr);
     lane_attach(mr, pl, h);
@@ -600,36 +631,19 @@ static void lane_ctl_event(Mr *mr, Plane *pl, Link *l, uint32_t events)
     epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_DEL, n.fd, nullptr); /* in it for this one event */
     if (n.st == Lane::St::kReady) {
         if (!lane_flush(mr, l) && n.st == Lane::St::kReady) {
-            epoll_event ev{};
-            ev.events = EPOLLOUT;
-            ev.data.u64 = kCtlLane | l->peer;
-            epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_ADD, n.fd, &ev); /* still held: wait again */
+            ctl_watch(mr, l, EPOLLOUT); /* still held: wait again */
         }
         return;
     }
     if (n.st == Lane::St::kHello) {
-        /* the listener's answer: it has the connection (never read past it) */
-        char *to = n.buf.get() + n.have;
-        const ssize_t r = recv(n.fd, to, sizeof(LaneHello) - n.have, MSG_DONTWAIT);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.u64 = kCtlLane | l->peer;
-            epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_ADD, n.fd, &ev);
+        /* the listener's answer: it has the connection */
+        const int got = hello_recv(n.fd, &n.answer, &n.have);
+        if (got == 0) {
+            ctl_watch(mr, l, EPOLLIN);
             return;
         }
-        n.have += r > 0 ? (size_t)r : 0;
-        LaneHello a;
-        memcpy(&a, n.buf.get(), sizeof(a));
-        if (r > 0 && n.have < sizeof(LaneHello)) {
-            epoll_event ev{};
-            ev.events = EPOLLIN;
-            ev.data.u64 = kCtlLane | l->peer;
-            epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_ADD, n.fd, &ev);
-            return;
-        }
-        if (r <= 0 || a.magic != kLaneMagic || a.version != kWireVersion ||
-            a.plane != (uint16_t)l->plane || a.src != l->peer || !lane_ready(mr, l)) {
+        if (got < 0 || !hello_fits(n.answer, l->plane) || n.answer.src != l->peer ||
+            !lane_ready(mr, l)) {
             mr->log(DR_LOG_DEBUG, "peer %u plane %d: direct lane not taken by the peer", l->peer,
                     l->plane);
             lane_drop(mr, l, true); /* UCP meanwhile, another try kLaneRetryUs on */
@@ -637,13 +651,10 @@ static void lane_ctl_event(Mr *mr, Plane *pl, Link *l, uint32_t events)
         return;
     }
     const int e = so_error(n.fd);
-    LaneHello hello{kLaneMagic, kWireVersion, (uint16_t)l->plane, mr->self, 0};
-    epoll_event ev{};
-    ev.events = EPOLLIN; /* the listener's answer */
-    ev.data.u64 = kCtlLane | l->peer;
+    const LaneHello hello = hello_of(mr->self, l->plane);
     if (e != 0 || (events & (EPOLLERR | EPOLLHUP)) != 0 ||
         send(n.fd, &hello, sizeof(hello), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(hello) ||
-        epoll_ctl(pl->lane.ctl_ep, EPOLL_CTL_ADD, n.fd, &ev) != 0) {
+        !ctl_watch(mr, l, EPOLLIN) /* the listener's answer */) {
         /* not made: UCP meanwhile, another try kLaneRetryUs after this one began */
         mr->log(DR_LOG_DEBUG, "peer %u plane %d: direct lane not connected: %s", l->peer, l->plane,
                 strerror(e != 0 ? e : errno));

@@ -69,7 +69,8 @@ struct Lane {
     uint32_t pend_off = 0, pend_len = 0;
     std::unique_ptr<char[]> pend; /* kLaneFrameMax, made by the first frame the kernel cuts */
     std::unique_ptr<char[]> buf;  /* kLaneRxBuf: frames read, not yet whole */
-    size_t have = 0;
+    size_t have = 0;              /* of buf; kHello: of answer */
+    LaneHello answer{};           /* kHello: the listener's, as it arrives */
     uint64_t sent = 0; /* frames sent on it: one that fails with none lost nothing of ours */
     uint32_t gen = 0;  /* lane_ready's count: a lane replaced while its frames were handed on */
     uint64_t watched_at = 0; /* Mr::lane_watch's last look */

@@ -187,10 +187,6 @@ bool Mr::post_whole(Op *op, Link *l, const char *data, uint64_t len)
 {
     memcpy(tag_out + sizeof(WireHdr), data, len);
     const size_t n = frame_tagged(tag_out, op, len);
-    if (lane_send(l, tag_out, n)) {
-        post_result(op, l, nullptr);
-        return true;
-    }
     /* At once or not at all: tag_out is reused by the next send. */
     ucp_request_param_t param;
     param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
