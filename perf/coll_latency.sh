@@ -25,7 +25,9 @@
 # dualrail runs: pml ob1, btl tcp on ethA,ethB), so the runs differ in the
 # measured collective only. Sizes are nccl-tests sizes (dualrail-coll-bench
 # -m): the whole message of bcast, reduce and allreduce, the whole result of
-# allgather(v) and gather, the whole input of the reduce-scatters and scatter.
+# allgather(v) and gather, the whole input of the reduce-scatters and scatter;
+# those six get at least one float per rank (16 B on 4 nodes: 8 B would be
+# count 0, a call that moves nothing).
 # Every configuration runs --rounds times, interleaved (every other round in
 # reverse order, round_order); each cell is the median.
 # Prints the table and, per collective, the better dualrail run / the better
@@ -46,7 +48,7 @@ while [ $# -gt 0 ]; do
     --iters) iters=${2:?}; shift ;;
     --colls) colls=${2:?}; shift ;;
     --baseline-build) baseline=${2:?}; shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coll_latency.sh: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -85,6 +87,16 @@ opts() { # configuration, collective: the mpirun options
   esac
 }
 IFS=, read -r -a list <<<"$colls"
+# The collectives that split the message into one block per rank need at least one float
+# (4 bytes) per rank, or each rank calls with count 0 and the run times a no-op: on more
+# than 2 nodes their size is raised to one float per rank (coll_size).
+coll_size() {
+  case "$1" in
+    allgather|allgatherv|reduce_scatter_block|reduce_scatter|gather|scatter)
+      echo $((size > 4 * nodes ? size : 4 * nodes)) ;;
+    *) echo "$size" ;;
+  esac
+}
 for k in $(seq 1 "$rounds"); do
   for c in "${list[@]}"; do
     for n in $(round_order "$k" "${names[@]}"); do
@@ -93,7 +105,7 @@ for k in $(seq 1 "$rounds"); do
       b=$build
       [ "$n" != before ] || b=$baseline
       if ! DUALRAIL_BUILD_DIR=$b timeout 300 "$lab" mpirun -np "$nodes" --map-by node $(opts "$n" "$c") \
-           "$build/perf/dualrail-coll-bench" -C "$c" -m "$size:$size" -i "$iters" -x 100 -T 60 \
+           "$build/perf/dualrail-coll-bench" -C "$c" -m "$(coll_size "$c"):$(coll_size "$c")" -i "$iters" -x 100 -T 60 \
            >"$work/$c.$n.$k" 2>"$work/$c.$n.$k.err"; then
         echo "coll_latency.sh: $c on $n failed:" >&2
         tail -n 20 "$work/$c.$n.$k.err" >&2
@@ -103,10 +115,11 @@ for k in $(seq 1 "$rounds"); do
   done
 done
 
-python3 - "$work" "$nodes" "$rounds" "$size" "$colls" "${names[@]}" <<'PY'
+python3 - "$work" "$nodes" "$rounds" "$size" "$colls" "$(coll_size gather)" "${names[@]}" <<'PY'
 import os, statistics, sys
 work, nodes, rounds, size, colls = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(",")
-names = sys.argv[6:]
+block_size = int(sys.argv[6])
+names = sys.argv[7:]
 def lat(path):
     for line in open(path):
         f = line.split()
@@ -115,6 +128,8 @@ def lat(path):
     raise SystemExit(f"coll_latency.sh: no result in {path}")
 print(f"# {size}-byte latency, {nodes} ranks on {nodes} lab nodes (one each), planes not capped;")
 print(f"# median of {rounds} interleaved rounds, microseconds (dualrail-coll-bench, max over ranks of the average)")
+if block_size != size:
+    print(f"# allgather(v), the reduce-scatters, gather and scatter at {block_size} B: one float per rank")
 before = "before" in names
 print("%-22s" % "collective" + "".join("%12s" % n for n in names) + "%11s" % "dr/stock" +
       ("%12s" % "dr2u/before" if before else ""))
