@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -156,9 +157,27 @@ template <class Fn> static bool each_socket(in_addr local, in_addr remote, bool 
  * with half-torn-down state that later crashes inside uct_tcp_iface_progress.
  * A connection that has failed is torn down cleanly, so a stalled plane's
  * sockets are made to fail first. Runs only when a plane is declared down.
+ * Still needed on UCX 1.13.1 and 1.18.1: without it a link-down fault of the
+ * failover stream crashed the client in uct_tcp_iface_progress after the
+ * re-admission (perf/ucx_workarounds.sh --workaround sever: 1 run of 10 on
+ * 1.13.1, 1 of 4 on 1.18.1, none with it; 2026-12-06).
  */
 int Mr::sever_sockets(Link *l)
 {
+    /* DUALRAIL_MR_SEVER=0 leaves the sockets alone: only for perf/ucx_workarounds.sh, which
+     * measures whether a UCX version still needs this (README, Known limitations). */
+    static const bool wanted = [] {
+        const char *v = getenv("DUALRAIL_MR_SEVER");
+        return v == nullptr || strcmp(v, "0") != 0;
+    }();
+    if (!wanted) {
+        static std::atomic<bool> told{false}; /* once per process, whichever thread */
+        if (!told.exchange(true)) {
+            log(DR_LOG_WARN, "DUALRAIL_MR_SEVER=0: a plane declared down keeps its sockets "
+                             "open while its endpoint closes (an experiment's setting)");
+        }
+        return 0;
+    }
     in_addr local, remote;
     if (!link_addrs(l, &local, &remote)) {
         return 0;
