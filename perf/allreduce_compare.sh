@@ -4,12 +4,15 @@
 # that the planes, not the two-core machine, are the bottleneck.
 #
 #   perf/allreduce_compare.sh [--rate 500mbit] [--mtu 1500] [--sizes MIN:MAX] [--iters N]
-#                             [--coll COLL]
+#                             [--coll COLL[,COLL...]]
 #
-# --coll: bcast, reduce, allgather, allgatherv, reduce_scatter_block,
-# reduce_scatter, gather, scatter or barrier instead of allreduce
-# (dualrail-coll-bench; bus bandwidth in the nccl-tests convention: bcast and
-# reduce algbw, the gathers and scatters algbw x (n-1)/n).
+# --coll: allreduce (the default), bcast, reduce, allgather, allgatherv,
+# reduce_scatter_block, reduce_scatter, gather, scatter or barrier, or a
+# comma-separated list of them measured one after the other on the same lab
+# (dualrail-coll-bench for all but allreduce; bus bandwidth in the nccl-tests
+# convention: bcast and reduce algbw, the gathers and scatters algbw x (n-1)/n).
+# With a list, a summary of every collective at the largest size follows the
+# tables.
 #
 # Configurations (same benchmark binary, OSU-style, MPI_FLOAT / MPI_SUM):
 #   dualrail-1    coll/dualrail on plane A only
@@ -34,20 +37,22 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=${2:?}; shift ;;
     --iters) iters=${2:?}; shift ;;
     --coll) coll=${2:?}; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "allreduce_compare.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+IFS=, read -r -a colls <<<"$coll"
+[ "${#colls[@]}" -ge 1 ] || { echo "allreduce_compare.sh: --coll needs a collective" >&2; exit 2; }
+for c in "${colls[@]}"; do
+  case "$c" in
+    allreduce|bcast|reduce|allgather|allgatherv|reduce_scatter_block|reduce_scatter|gather|scatter|barrier) ;;
+    *) echo "allreduce_compare.sh: unknown collective '$c'" >&2; exit 2 ;;
+  esac
+done
 # shellcheck source=contrib/lib/perf.sh
 . "$root/contrib/lib/perf.sh" # perf_build
-if [ "$coll" = allreduce ]; then
-  perf_build allreduce_compare.sh "$root" perf/dualrail-allreduce-bench
-  bench=$build/perf/dualrail-allreduce-bench
-else
-  perf_build allreduce_compare.sh "$root" perf/dualrail-coll-bench
-  bench=$build/perf/dualrail-coll-bench
-fi
+perf_build allreduce_compare.sh "$root" perf/dualrail-allreduce-bench perf/dualrail-coll-bench
 export DUALRAIL_LAB_PREFIX=${DUALRAIL_LAB_PREFIX:-drperf} DUALRAIL_BUILD_DIR=$build
 lab=$root/contrib/lab.sh
 "$lab" up --nodes 4 --rate "$rate" --mtu "$mtu" >/dev/null
@@ -55,53 +60,37 @@ trap '"$lab" down >/dev/null 2>&1 || true' EXIT
 work=$(mktemp -d /tmp/dualrail-compare-XXXXXX)
 trap '"$lab" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-args=(-m "$sizes")
-[ "$coll" = allreduce ] || args+=(-C "$coll")
-[ -z "$iters" ] || args+=(-i "$iters")
-run() { # name, mpirun options...
-  local name=$1; shift
-  echo "allreduce_compare.sh: $name" >&2
+run() { # collective, name, mpirun options...
+  local c=$1 name=$2; shift 2
+  local bench=$build/perf/dualrail-coll-bench args=(-m "$sizes" -C "$c")
+  [ "$c" != allreduce ] || { bench=$build/perf/dualrail-allreduce-bench; args=(-m "$sizes"); }
+  [ -z "$iters" ] || args+=(-i "$iters")
+  echo "allreduce_compare.sh: $c: $name" >&2
+  mkdir -p "$work/$c"
   if ! timeout 900 "$lab" mpirun -np 4 --map-by node "$@" "$bench" "${args[@]}" \
-       >"$work/$name.out" 2>"$work/$name.err"; then
-    echo "allreduce_compare.sh: $name failed:" >&2
-    tail -n 20 "$work/$name.err" >&2
+       >"$work/$c/$name.out" 2>"$work/$c/$name.err"; then
+    echo "allreduce_compare.sh: $c: $name failed:" >&2
+    tail -n 20 "$work/$c/$name.err" >&2
     exit 1
   fi
 }
-# Only the measured collective differs between the runs: the benchmark's barrier and
-# broadcast between calls stay with the previous component (unless one is measured).
-dr=(--mca coll_dualrail_priority 100)
-[ "$coll" = barrier ] || dr+=(--mca coll_dualrail_barrier 0)
-[ "$coll" = bcast ] || dr+=(--mca coll_dualrail_bcast 0)
-dr+=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
-run dualrail-1 "${dr[@]}" --mca coll_dualrail_planes ethA
-run dualrail-2 "${dr[@]}" --mca coll_dualrail_planes ethA,ethB
-run ob1-tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB
-run ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
+for c in "${colls[@]}"; do
+  # Only the measured collective differs between the runs: the benchmark's barrier and
+  # broadcast between calls stay with the previous component (unless one is measured).
+  dr=(--mca coll_dualrail_priority 100)
+  [ "$c" = barrier ] || dr+=(--mca coll_dualrail_barrier 0)
+  [ "$c" = bcast ] || dr+=(--mca coll_dualrail_bcast 0)
+  dr+=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB)
+  run "$c" dualrail-1 "${dr[@]}" --mca coll_dualrail_planes ethA
+  run "$c" dualrail-2 "${dr[@]}" --mca coll_dualrail_planes ethA,ethB
+  run "$c" ob1-tcp --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include ethA,ethB
+  run "$c" ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
+done
 
-python3 - "$work" "$rate" "$mtu" "$coll" <<'PY'
+python3 - "$work" "$rate" "$mtu" "${colls[@]}" <<'PY'
 import sys, os
-work, rate, mtu, coll = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+work, rate, mtu, colls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
-data = {}
-for n in names:
-    rows = {}
-    for line in open(os.path.join(work, n + ".out")):
-        if line.startswith("#") or not line.strip():
-            continue
-        f = line.split()
-        rows[int(f[0])] = (float(f[1]), float(f[2]))
-    data[n] = rows
-sizes = sorted(data["dualrail-2"])
-print(f"# {coll}, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
-print("# bus bandwidth MB/s (latency us)")
-print("%-10s" % "size" + "".join("%22s" % n for n in names))
-for s in sizes:
-    cells = []
-    for n in names:
-        lat, bw = data[n].get(s, (float("nan"), float("nan")))
-        cells.append("%22s" % ("%.2f (%.0f)" % (bw, lat)))
-    print("%-10d" % s + "".join(cells))
 def mbit(r):
     r = r.lower()
     for suf, mul in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
@@ -112,18 +101,51 @@ cap = 2 * mbit(rate) / 8 / 1e6  # both planes, MB/s
 # What TCP can carry through the caps: tc counts Ethernet frames (MTU + 14 bytes), of
 # which MTU - 52 are payload (IPv4, TCP with timestamps).
 payload = cap * (float(mtu) - 52) / (float(mtu) + 14)
-big = max(sizes)
-small = min(sizes)
-bw2 = data["dualrail-2"][big][1]
-best_stock_bw = max(data["ob1-tcp"][big][1], data["ucx"][big][1])
-lat2 = data["dualrail-2"][small][0]
-best_stock_lat = min(data["ob1-tcp"][small][0], data["ucx"][small][0])
-print()
-if best_stock_bw > 0:  # not for barrier (no bytes)
-    print(f"at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f}")
-    print(f"target at {big} B: dualrail-2 bus BW / payload limit ({payload:.2f} MB/s) = "
-          f"{bw2 / payload:.2f} (>= 0.9 at MTU 1500, >= 0.93 at 9000)")
-    print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
-print(f"target at {small} B: dualrail-2 latency / best stock = {lat2 / best_stock_lat:.2f} (<= 1.0; "
-      "4 ranks on 2 cores, oversubscribed: perf/latency_compare.sh measures one rank per core)")
+summary = []
+for coll in colls:
+    data = {}
+    for n in names:
+        rows = {}
+        for line in open(os.path.join(work, coll, n + ".out")):
+            if line.startswith("#") or not line.strip():
+                continue
+            f = line.split()
+            rows[int(f[0])] = (float(f[1]), float(f[2]))
+        data[n] = rows
+    sizes = sorted(data["dualrail-2"])
+    print(f"# {coll}, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
+    print("# bus bandwidth MB/s (latency us)")
+    print("%-10s" % "size" + "".join("%22s" % n for n in names))
+    for s in sizes:
+        cells = []
+        for n in names:
+            lat, bw = data[n].get(s, (float("nan"), float("nan")))
+            cells.append("%22s" % ("%.2f (%.0f)" % (bw, lat)))
+        print("%-10d" % s + "".join(cells))
+    big = max(sizes)
+    small = min(sizes)
+    bw2 = data["dualrail-2"][big][1]
+    best_stock_bw = max(data["ob1-tcp"][big][1], data["ucx"][big][1])
+    lat2 = data["dualrail-2"][small][0]
+    best_stock_lat = min(data["ob1-tcp"][small][0], data["ucx"][small][0])
+    print()
+    if best_stock_bw > 0:  # not for barrier (no bytes)
+        print(f"at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f}")
+        print(f"target at {big} B: dualrail-2 bus BW / payload limit ({payload:.2f} MB/s) = "
+              f"{bw2 / payload:.2f} (>= 0.9 at MTU 1500, >= 0.93 at 9000)")
+        print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
+    print(f"target at {small} B: dualrail-2 latency / best stock = {lat2 / best_stock_lat:.2f} (<= 1.0; "
+          "4 ranks on 2 cores, oversubscribed: perf/latency_compare.sh measures one rank per core)")
+    summary.append((coll, big, [data[n][big][1] for n in names], bw2 / payload if best_stock_bw > 0 else None,
+                    bw2 / best_stock_bw if best_stock_bw > 0 else None))
+    if len(colls) > 1:
+        print()
+if len(colls) > 1:
+    print(f"# every collective at its largest size: bus bandwidth MB/s; payload limit of the two "
+          f"planes {payload:.2f} MB/s")
+    print("%-22s%10s" % ("collective", "size") + "".join("%12s" % n for n in names) +
+          "%12s%12s" % ("dr2/limit", "dr2/stock"))
+    for coll, big, bws, lim, stock in summary:
+        r = ("%12.2f%12.2f" % (lim, stock)) if lim is not None else "%12s%12s" % ("-", "-")
+        print("%-22s%10d" % (coll, big) + "".join("%12.2f" % b for b in bws) + r)
 PY
