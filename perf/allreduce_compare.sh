@@ -87,8 +87,9 @@ for c in "${colls[@]}"; do
   run "$c" ucx --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_NET_DEVICES=ethA,ethB
 done
 
-python3 - "$work" "$rate" "$mtu" "${colls[@]}" <<'PY'
+PYTHONPATH="$root/contrib/lib" python3 - "$work" "$rate" "$mtu" "${colls[@]}" <<'PY'
 import sys, os
+import bench_table
 work, rate, mtu, colls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
 def mbit(r):
@@ -103,25 +104,10 @@ cap = 2 * mbit(rate) / 8 / 1e6  # both planes, MB/s
 payload = cap * (float(mtu) - 52) / (float(mtu) + 14)
 summary = []
 for coll in colls:
-    data = {}
-    for n in names:
-        rows = {}
-        for line in open(os.path.join(work, coll, n + ".out")):
-            if line.startswith("#") or not line.strip():
-                continue
-            f = line.split()
-            rows[int(f[0])] = (float(f[1]), float(f[2]))
-        data[n] = rows
-    sizes = sorted(data["dualrail-2"])
+    data = {n: bench_table.read(os.path.join(work, coll, n + ".out"), 2) for n in names}
     print(f"# {coll}, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
     print("# bus bandwidth MB/s (latency us)")
-    print("%-10s" % "size" + "".join("%22s" % n for n in names))
-    for s in sizes:
-        cells = []
-        for n in names:
-            lat, bw = data[n].get(s, (float("nan"), float("nan")))
-            cells.append("%22s" % ("%.2f (%.0f)" % (bw, lat)))
-        print("%-10d" % s + "".join(cells))
+    sizes = bench_table.print_rows(names, data)
     big = max(sizes)
     small = min(sizes)
     bw2 = data["dualrail-2"][big][1]

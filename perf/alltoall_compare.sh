@@ -90,34 +90,20 @@ for mode in balanced moe; do
     -x UCX_NET_DEVICES=ethA,ethB
 done
 
-python3 - "$work" "$rate" "$mtu" "$payload" "$only" <<'PY'
+PYTHONPATH="$root/contrib/lib" python3 - "$work" "$rate" "$mtu" "$payload" "$only" <<'PY'
 import sys, os
+import bench_table
 work, rate, mtu, payload, only = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 names = ["dualrail-1", "dualrail-2", "ob1-tcp", "ucx"]
 def verdict(v, op, t):
     ok = v >= t if op == ">=" else v <= t
     return "met" if ok else "MISSED"
 if only in ("", "balanced"):
-    data = {}
-    for n in names:
-        rows = {}
-        for line in open(os.path.join(work, "balanced-" + n + ".out")):
-            if line.startswith("#") or not line.strip():
-                continue
-            f = line.split()
-            rows[int(f[0])] = (float(f[1]), float(f[3]))
-        data[n] = rows
-    sizes = sorted(data["dualrail-2"])
+    data = {n: bench_table.read(os.path.join(work, "balanced-" + n + ".out"), 3) for n in names}
     print(f"# alltoall, 4 ranks on 4 lab nodes, planes capped at {rate} each, MTU {mtu}")
     print(f"# bus bandwidth MB/s (latency us); size = bytes each rank sends; payload limit of "
           f"both planes {payload:.2f} MB/s")
-    print("%-10s" % "size" + "".join("%22s" % n for n in names))
-    for s in sizes:
-        cells = []
-        for n in names:
-            lat, bw = data[n].get(s, (float("nan"), float("nan")))
-            cells.append("%22s" % ("%.2f (%.0f)" % (bw, lat)))
-        print("%-10d" % s + "".join(cells))
+    sizes = bench_table.print_rows(names, data)
     big = max(sizes)
     bw2, bw1 = data["dualrail-2"][big][1], data["dualrail-1"][big][1]
     stock = max(data["ob1-tcp"][big][1], data["ucx"][big][1])
