@@ -115,15 +115,16 @@ for coll in colls:
     lat2 = data["dualrail-2"][small][0]
     best_stock_lat = min(data["ob1-tcp"][small][0], data["ucx"][small][0])
     print()
-    if best_stock_bw > 0:  # not for barrier (no bytes)
+    # dualrail-2 against the payload limit and the better stock path; none for barrier (no bytes)
+    lim, stock = (bw2 / payload, bw2 / best_stock_bw) if best_stock_bw > 0 else (None, None)
+    if lim is not None:
         print(f"at {big} B: dualrail-2 bus BW / sum of caps = {bw2 / cap:.2f}")
         print(f"target at {big} B: dualrail-2 bus BW / payload limit ({payload:.2f} MB/s) = "
-              f"{bw2 / payload:.2f} (>= 0.9 at MTU 1500, >= 0.93 at 9000)")
-        print(f"target at {big} B: dualrail-2 bus BW / best stock = {bw2 / best_stock_bw:.2f} (>= 1.5)")
+              f"{lim:.2f} (>= 0.9 at MTU 1500, >= 0.93 at 9000)")
+        print(f"target at {big} B: dualrail-2 bus BW / best stock = {stock:.2f} (>= 1.5)")
     print(f"target at {small} B: dualrail-2 latency / best stock = {lat2 / best_stock_lat:.2f} (<= 1.0; "
           "4 ranks on 2 cores, oversubscribed: perf/latency_compare.sh measures one rank per core)")
-    summary.append((coll, big, [data[n][big][1] for n in names], bw2 / payload if best_stock_bw > 0 else None,
-                    bw2 / best_stock_bw if best_stock_bw > 0 else None))
+    summary.append((coll, big, [data[n][big][1] for n in names], lim, stock))
     if len(colls) > 1:
         print()
 if len(colls) > 1:

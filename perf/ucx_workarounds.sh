@@ -22,6 +22,9 @@
 #        1.13 closing a black-holed endpoint without it crashed the process in
 #        uct_tcp_iface_progress when the workaround was made.
 #
+# A failed run's ctest output is kept as /tmp/ucx_workarounds-WORKAROUND-MODE-RUN.log
+# (inside the Debian 13 root's /tmp when run there).
+#
 # Run it inside the stack to measure: for Debian 13,
 #   contrib/stack13.sh run perf/ucx_workarounds.sh build-13
 # Needs root (the lab). The lab tests' own prefix of BUILD_DIR is used.
@@ -31,9 +34,11 @@ if [[ ${1:-} == --workaround ]]; then
   workaround=${2:?--workaround copy|sever}
   shift 2
 fi
-case $workaround in
-  copy) tests='^failover_flap_large$' ;;
-  sever) tests='^(lab_failover_stream|failover_blackhole_large_two)$' ;;
+case $workaround in # the tests, and the environment that turns the workaround off
+  copy) tests='^failover_flap_large$'
+    without=(UCX_ZCOPY_THRESH=auto UCX_TCP_TX_SEG_SIZE=8K UCX_TCP_RX_SEG_SIZE=64K) ;;
+  sever) tests='^(lab_failover_stream|failover_blackhole_large_two)$'
+    without=(DUALRAIL_MR_SEVER=0) ;;
   *) echo "ucx_workarounds.sh: --workaround copy|sever" >&2; exit 2 ;;
 esac
 build=${1:?usage: ucx_workarounds.sh [--workaround copy|sever] BUILD_DIR [RUNS]}
@@ -46,12 +51,7 @@ for mode in with without; do
   fails[$mode]=0
   for ((i = 1; i <= runs; i++)); do
     env=()
-    if [[ $mode == without ]]; then
-      case $workaround in
-        copy) env=(UCX_ZCOPY_THRESH=auto UCX_TCP_TX_SEG_SIZE=8K UCX_TCP_RX_SEG_SIZE=64K) ;;
-        sever) env=(DUALRAIL_MR_SEVER=0) ;;
-      esac
-    fi
+    [[ $mode == with ]] || env=("${without[@]}")
     log=$(mktemp)
     if env "${env[@]}" timeout 900 ctest -R "$tests" --output-on-failure >"$log" 2>&1; then
       echo "$mode run $i: pass"
