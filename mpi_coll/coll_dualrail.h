@@ -70,6 +70,7 @@ typedef struct mca_coll_dualrail_component_t {
     size_t allgather_small_max_bytes;
     size_t rd_max_bytes;
     size_t segment_size;
+    size_t keep_scratch;
     size_t wire_segment_size;
     unsigned window;
     double stall_timeout;

@@ -189,6 +189,13 @@ static int dualrail_register(void)
         "and the bcasts: reduction or forwarding of one segment overlaps the transfer of the "
         "next", MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5,
         &cm->segment_size);
+    cm->keep_scratch = DR_COLL_KEEP_SCRATCH_DEFAULT;
+    reg("keep_scratch",
+        "Scratch memory in bytes each thread keeps between blocking "
+        "collectives (the reduce-scatters' partial results, the rings' receive slots); a call "
+        "that needs more gives its scratch back when it returns. Memory mapped afresh costs a "
+        "page fault per 4 KiB at its first write, in the call's critical path",
+        MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->keep_scratch);
     cm->wire_segment_size = d.segment_size;
     reg("wire_segment_size", "Largest piece sent on one plane in one operation (bytes)",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_6, &cm->wire_segment_size);

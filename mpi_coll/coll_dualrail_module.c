@@ -286,6 +286,7 @@ static void mr_init(void)
     cfg.thread_safe = cm->thread_multiple || cm->progress_thread;
     cfg.wakeup = cm->wakeup;
     cfg.direct_lane = cm->direct_lane;
+    dr_coll_set_keep_scratch(cm->keep_scratch);
     char err[sizeof(cm->reason)];
     dr_status_t st = dr_mr_create(&cfg, (uint32_t)cm->world_rank, &cm->mr, err, sizeof(err));
     if (st != DR_OK) {

@@ -35,9 +35,7 @@ dr_status_t no_args(int kind, char *err, size_t errlen)
 
 void trim_scratch()
 {
-    if (a2a_scratch.capacity() > kKeepScratch) {
-        a2a_scratch.release();
-    }
+    a2a_scratch.trim(keep_scratch());
 }
 
 } // namespace

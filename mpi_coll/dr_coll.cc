@@ -28,6 +28,7 @@ static_assert((int)DR_ALGO_AUTO == (int)kAlgoAuto && (int)DR_ALGO_RING == (int)k
               "algorithm ids");
 static_assert(DR_ALLREDUCE_RD_MAX_DEFAULT == kDefaultRdMaxBytes &&
                   DR_ALLREDUCE_SEGMENT_DEFAULT == kDefaultSegmentBytes &&
+                  DR_COLL_KEEP_SCRATCH_DEFAULT == kDefaultKeepScratch &&
                   DR_ALLREDUCE_MAX_ELEM_SIZE == kMaxElemSize,
               "defaults");
 static_assert((int)DR_REDUCE_BINOMIAL == (int)kReduceBinomial &&
@@ -48,7 +49,8 @@ static_assert((int)DR_BCAST_BINOMIAL == (int)kBcastBinomial &&
                   DR_COLL_SMALL_MAX_DEFAULT == kDefaultSmallMaxBytes,
               "bcast and allgather ids");
 
-/* Allgather's Bruck scratch kept between calls, as the allreduce's. */
+/* The scratch of every kind but the allreduce and the alltoalls (the reduce-scatters'
+ * partial results, Bruck's buffers), kept between calls as the allreduce's. */
 thread_local Scratch data_scratch;
 
 /* One C entry for the data-movement kinds: arguments, boundary, the kind's entry (the
@@ -87,9 +89,7 @@ dr_status_t run_kind(dr_mr_t *mr, const dr_coll_args_t *a, int kind, char *err, 
                          } else {
                              st = allgather(t, q, &data_scratch, why);
                          }
-                         if (data_scratch.capacity() > kKeepScratch) {
-                             data_scratch.release();
-                         }
+                         data_scratch.trim(keep_scratch());
                          return st;
                      });
 }
@@ -104,10 +104,10 @@ namespace dualrail {
 namespace coll {
 namespace {
 
-/* Kept between calls, so a small allreduce allocates nothing: one per thread (a
- * communicator is used by one thread at a time), and only up to kKeepScratch (recursive
- * doubling needs up to three vectors of at most rd_max_bytes; a ring's larger scratch is
- * given back after its call). */
+/* Kept between calls, so an allreduce allocates nothing once warm: one per thread (a
+ * communicator is used by one thread at a time), and only up to keep_scratch() (recursive
+ * doubling needs up to three vectors of at most rd_max_bytes, the ring its window of
+ * segment slots; a larger scratch is given back after its call). */
 thread_local Scratch allreduce_scratch;
 
 } // namespace
@@ -135,9 +135,7 @@ extern "C" dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, c
     }
     return c_api_run(mr, a, err, errlen, [](Transport &t, const Params &p, std::string *why) {
         const dr_status_t st = allreduce(t, p, &allreduce_scratch, why);
-        if (allreduce_scratch.capacity() > kKeepScratch) {
-            allreduce_scratch.release();
-        }
+        allreduce_scratch.trim(keep_scratch());
         return st;
     });
 }
@@ -150,6 +148,11 @@ static int of_comm(uint64_t key, void *arg)
 extern "C" void dr_coll_forget_comm(dr_mr_t *mr, uint32_t comm_id)
 {
     (void)dr_mr_drop_unexpected(mr, of_comm, &comm_id);
+}
+
+extern "C" void dr_coll_set_keep_scratch(size_t bytes)
+{
+    set_keep_scratch(bytes);
 }
 
 extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)

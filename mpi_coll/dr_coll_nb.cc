@@ -57,7 +57,7 @@ struct Task {
     int window = 0; /* alltoall: pairwise steps in flight (Params has no field for it) */
     dr_status_t st = DR_OK;
     std::string err;
-    Scratch scratch; /* the task's own, kept up to kKeepScratch with the pooled task */
+    Scratch scratch; /* the task's own, kept up to kKeepTaskScratch with the pooled task */
     dr_nb_done_fn done = nullptr;
     void *done_arg = nullptr;
 };
@@ -127,9 +127,7 @@ void task_main(void *arg)
     } catch (const std::bad_alloc &) {
         t->err.clear();
     }
-    if (t->scratch.capacity() > kKeepScratch) {
-        t->scratch.release();
-    }
+    t->scratch.trim(kKeepTaskScratch);
 }
 
 /* Under the lock: run each queue's head once; finished tasks go to done. */

@@ -1,6 +1,7 @@
 /* What every collective shares (coll.hpp): scratch memory and the first argument checks. */
 #include "algo/coll.hpp"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +46,20 @@ const char *kind_name(int kind)
     default:
         return "collective";
     }
+}
+
+namespace {
+std::atomic<size_t> g_keep_scratch{kDefaultKeepScratch};
+} // namespace
+
+size_t keep_scratch()
+{
+    return g_keep_scratch.load(std::memory_order_relaxed);
+}
+
+void set_keep_scratch(size_t bytes)
+{
+    g_keep_scratch.store(bytes, std::memory_order_relaxed);
 }
 
 Scratch::~Scratch()

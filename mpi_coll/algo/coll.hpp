@@ -107,8 +107,21 @@ struct Params {
  * that it can be kept between calls (a per-communicator context); reserve()
  * only allocates when the buffer must grow. Not thread safe.
  */
-/* Scratch a caller keeps between calls, at most (dr_allreduce's per-thread scratch). */
-constexpr size_t kKeepScratch = 1u << 20;
+/*
+ * Scratch a blocking caller keeps between calls, at most (the per-thread scratch of
+ * dr_coll.cc and dr_alltoall.cc; dr_coll_set_keep_scratch sets it). Memory given back is
+ * mapped afresh by a later call, and its first write costs a page fault per 4 KiB, in the
+ * call's critical path: on the lab's VM the ring reduce-scatter's 12 MiB of partial results
+ * at 16 MiB on 4 ranks took ~3070 faults per call and rank, and its calls ran ~25 % slower
+ * until glibc stopped mapping afresh, six calls on (README, "Kept scratch"). A larger call's
+ * scratch is given back when it returns.
+ */
+constexpr size_t kDefaultKeepScratch = 64u << 20;
+size_t keep_scratch();
+void set_keep_scratch(size_t bytes);
+/* A pooled non-blocking task keeps at most this much: the pool holds a task for every
+ * call outstanding at once. */
+constexpr size_t kKeepTaskScratch = 1u << 20;
 
 class Scratch {
   public:
@@ -127,6 +140,13 @@ class Scratch {
     void abandon();
     /* Free the buffer (the next reserve() allocates anew). */
     void release();
+    /* release() when the buffer holds more than keep bytes. */
+    void trim(size_t keep)
+    {
+        if (cap_ > keep) {
+            release();
+        }
+    }
 
   private:
     void *buf_ = nullptr;
