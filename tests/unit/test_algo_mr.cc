@@ -331,6 +331,20 @@ void test_small_direct_checks(void **state)
     assert_true(took < 10);
 }
 
+/* Join the rank threads, then every rank's error printed; none allowed. */
+void join_ok(std::vector<std::thread> &th, const std::vector<std::string> &errors)
+{
+    for (auto &t : th) {
+        t.join();
+    }
+    for (int r = 0; r < kRanks; ++r) {
+        if (!errors[(size_t)r].empty()) {
+            print_error("rank %d: %s\n", r, errors[(size_t)r].c_str());
+        }
+        assert_true(errors[(size_t)r].empty());
+    }
+}
+
 /*
  * dr_barrier over ucx_mr (its own entry, the barrier's fast mode over MrTransport): rounds of
  * barriers in which no rank leaves before every rank entered (each rank enters late by
@@ -377,15 +391,7 @@ void test_barrier_over_mr(void **state)
             left.done_then_progress(w->mr[r]);
         });
     }
-    for (auto &t : th) {
-        t.join();
-    }
-    for (int r = 0; r < kRanks; ++r) {
-        if (!errors[(size_t)r].empty()) {
-            print_error("rank %d: %s\n", r, errors[(size_t)r].c_str());
-        }
-        assert_true(errors[(size_t)r].empty());
-    }
+    join_ok(th, errors);
     char err[256] = "";
     assert_int_equal(dr_barrier(w->mr[0], nullptr, err, sizeof(err)), DR_ERR_INVALID);
     assert_non_null(strstr(err, "no arguments"));
@@ -464,14 +470,8 @@ void test_scratch_kept_between_calls(void **state)
             left.done_then_progress(w->mr[r]);
         });
     }
-    for (auto &t : th) {
-        t.join();
-    }
+    join_ok(th, errors);
     for (int r = 0; r < kRanks; ++r) {
-        if (!errors[(size_t)r].empty()) {
-            print_error("rank %d: %s\n", r, errors[(size_t)r].c_str());
-        }
-        assert_true(errors[(size_t)r].empty());
         print_message("rank %d: %ld page faults in calls 2-%d\n", r, later_faults[(size_t)r],
                       kCalls);
         /* given back, ~850 a call; allow a few of the transport's own */
