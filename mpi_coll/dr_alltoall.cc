@@ -39,6 +39,13 @@ void trim_scratch()
 }
 
 } // namespace
+
+/* dr_coll_scratch_held's share of the alltoalls (dr_coll.cc). */
+size_t alltoall_scratch_held()
+{
+    return a2a_scratch.capacity();
+}
+
 } // namespace coll
 } // namespace dualrail
 

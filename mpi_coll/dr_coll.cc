@@ -155,6 +155,17 @@ extern "C" void dr_coll_set_keep_scratch(size_t bytes)
     set_keep_scratch(bytes);
 }
 
+namespace dualrail {
+namespace coll {
+size_t alltoall_scratch_held(); /* dr_alltoall.cc */
+} // namespace coll
+} // namespace dualrail
+
+extern "C" size_t dr_coll_scratch_held(void)
+{
+    return allreduce_scratch.capacity() + data_scratch.capacity() + alltoall_scratch_held();
+}
+
 extern "C" int dr_allreduce_choose(const dr_allreduce_args_t *a)
 {
     if (a == nullptr) {

@@ -94,6 +94,9 @@ void dr_coll_forget_comm(dr_mr_t *mr, uint32_t comm_id);
  */
 #define DR_COLL_KEEP_SCRATCH_DEFAULT (64u << 20)
 void dr_coll_set_keep_scratch(size_t bytes);
+/* Bytes of scratch the calling thread holds between blocking collectives (its allreduce's,
+ * alltoall(v)'s and the other kinds' buffers). */
+size_t dr_coll_scratch_held(void);
 
 /* The algorithm dr_allreduce runs for these arguments: DR_ALGO_RING or DR_ALGO_RD. */
 int dr_allreduce_choose(const dr_allreduce_args_t *a);

@@ -4,7 +4,7 @@
  * choose what it measures, so the same binary compares coll/dualrail with
  * the stock paths.
  *
- *   dualrail-coll-bench -C COLL [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-T SECONDS]
+ *   dualrail-coll-bench -C COLL [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-c] [-p] [-T SECONDS]
  *
  *   -C  bcast, reduce, allgather, allgatherv, reduce_scatter_block,
  *       reduce_scatter, gather, scatter, barrier or allreduce
@@ -14,6 +14,8 @@
  *       reduce_scatter(_block) and scatter (each rank's block: size / n)
  *   -i, -x, -T  as dualrail-allreduce-bench (iterations, warm-up, time bound)
  *   -c  validate every result; exit 1 on a wrong element
+ *   -p  also print every timed call's time, the slowest rank's ("# SIZE B call K: T us"):
+ *       an effect of the first calls (a warm-up, memory mapped afresh) hides in the mean
  *
  * Bus bandwidth, the nccl-tests convention: algorithm bandwidth (size / time)
  * x 1 for bcast and reduce, x (n-1)/n for allgather(v), reduce_scatter(_block),
@@ -153,7 +155,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     size_t min = 8, max = 16u << 20;
     long iters = -1, warmup = -1;
-    int validate = 0, coll = -1;
+    int validate = 0, each = 0, coll = -1;
     double limit = 30;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "-C") == 0 && i + 1 < argc) {
@@ -173,6 +175,8 @@ int main(int argc, char **argv)
             limit = atof(argv[++i]);
         } else if (strcmp(argv[i], "-c") == 0) {
             validate = 1;
+        } else if (strcmp(argv[i], "-p") == 0) {
+            each = 1;
         } else {
             coll = -2;
         }
@@ -180,7 +184,7 @@ int main(int argc, char **argv)
     if (coll < 0) {
         if (rank == 0) {
             fprintf(stderr, "usage: dualrail-coll-bench -C COLL [-m MIN:MAX] [-i ITERS] "
-                            "[-x WARMUP] [-c] [-T SECONDS]\n");
+                            "[-x WARMUP] [-c] [-p] [-T SECONDS]\n");
         }
         MPI_Finalize();
         return 2;
@@ -237,7 +241,15 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             call(coll, in, out, n, k, counts, displs);
-            total += MPI_Wtime() - t0;
+            const double dt = MPI_Wtime() - t0;
+            total += dt;
+            if (each) {
+                double slowest = 0;
+                MPI_Reduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+                if (rank == 0) {
+                    printf("# %zu B call %ld: %.2f us\n", bytes, k, slowest * 1e6);
+                }
+            }
             bad |= validate && verify(coll, in, out, n, k) != 0;
             ++done;
             int s = total > limit;
