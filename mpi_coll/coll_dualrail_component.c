@@ -192,7 +192,8 @@ static int dualrail_register(void)
     cm->keep_scratch = DR_COLL_KEEP_SCRATCH_DEFAULT;
     reg("keep_scratch",
         "Scratch memory in bytes each thread keeps between blocking "
-        "collectives (the reduce-scatters' partial results, the rings' receive slots); a call "
+        "collectives, in each of its three buffers (the allreduce's, the alltoall(v)'s, the "
+        "other kinds': the reduce-scatters' partial results, the rings' receive slots); a call "
         "that needs more gives its scratch back when it returns. Memory mapped afresh costs a "
         "page fault per 4 KiB at its first write, in the call's critical path",
         MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &cm->keep_scratch);

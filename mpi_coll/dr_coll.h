@@ -87,10 +87,11 @@ dr_status_t dr_allreduce(dr_mr_t *mr, const dr_allreduce_args_t *a, char *err, s
 void dr_coll_forget_comm(dr_mr_t *mr, uint32_t comm_id);
 
 /*
- * Scratch memory each thread keeps between blocking collectives, at most (the default
- * DR_COLL_KEEP_SCRATCH_DEFAULT): a call that needs more gives its scratch back when it
- * returns, and the next one maps it afresh, paying a page fault per 4 KiB at first write.
- * Process-wide; takes effect at the next call's return.
+ * Scratch memory each thread keeps between blocking collectives, at most, in each of its
+ * three buffers (dr_coll_scratch_held's; the default DR_COLL_KEEP_SCRATCH_DEFAULT): a call
+ * that needs more gives its scratch back when it returns, and the next one maps it afresh,
+ * paying a page fault per 4 KiB at first write. Process-wide; takes effect at the next
+ * call's return.
  */
 #define DR_COLL_KEEP_SCRATCH_DEFAULT (64u << 20)
 void dr_coll_set_keep_scratch(size_t bytes);
