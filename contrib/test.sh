@@ -64,6 +64,22 @@ run13() {
     test13 "$jobs" "${#pkg_cmake_args[@]}" "${pkg_cmake_args[@]}" "${sel[@]}" "$@"
 }
 
+# What made each failed test fail, from ctest's own log of the run: printed again at the end,
+# because CI shows the head of a failed test's output and the tail of the whole run, and a
+# test's verdict lines come last in its output.
+digest() { # BUILD-DIR
+  local t=$1/Testing/Temporary
+  [[ -s $t/LastTestsFailed.log && -f $t/LastTest.log ]] || return 0
+  local name
+  while IFS=: read -r _ name; do
+    echo "test.sh: $name failed:"
+    awk -v name="$name" '
+      $0 ~ "^[0-9]+/[0-9]+ Testing: " { inb = ($3 == name) }
+      inb && !/ down: | re-admitted / && /FAIL|[Aa]ssertion|Segmentation|[Aa]borted|core dumped|JOB-EXIT [1-9]|exits [1-9]|error:|Test Failed|Timeout/ {
+        if (++k <= 30) print "test.sh:   " $0 }' "$t/LastTest.log"
+  done <"$t/LastTestsFailed.log"
+}
+
 pkg12() { ./contrib/package.sh --stack 12; }
 pkg13() { ./contrib/package.sh --stack 13 --build-dir build-13; }
 
@@ -94,6 +110,11 @@ for s in 12 13; do
     fi
     result[$s]+=" ($((SECONDS - t0)) s)"
   fi
+done
+for s in 12 13; do
+  [[ ${result[$s]:-} == "ctest FAILED"* ]] || continue
+  echo "test.sh: === Debian $s stack: what failed ==="
+  if [[ $s == 12 ]]; then digest build; else digest build-13; fi
 done
 for s in 12 13; do
   [[ -n ${result[$s]:-} ]] && echo "test.sh: Debian $s stack: ${result[$s]}"

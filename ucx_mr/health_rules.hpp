@@ -39,5 +39,27 @@ inline LinkWatch watch_link(uint64_t now, uint64_t last_progress, uint64_t busy_
                      waited_on && peer_timeout_us != 0 && quiet > peer_timeout_us};
 }
 
+/*
+ * The direct lane's stall rule (Mr::lane_watch), from its socket's TCP state: bytes of ours
+ * the kernel holds (unacknowledged or not yet sent), at least two timeouts in a row, and no
+ * acknowledgement from the peer's kernel for the stall timeout: the path is broken, not the
+ * peer busy (its kernel acknowledges for it; a shut receive window is probed, and the probes
+ * are answered).
+ *
+ * Not yet sent counts too: a frame written while the plane's device was down never left
+ * (the transmit failed in this host), so TCP holds it unsent, with nothing unacknowledged
+ * and no retransmission timer; only its zero-window probe timer sends it, backing off as
+ * the retransmissions would (the timeouts counted here). A plane flapping every 0.3 s left
+ * such a frame unsent for 3-4 s with the lane's rule counting unacknowledged segments alone
+ * (failover_flap_whole: a call of 4.1 s, the socket 0 unacknowledged, 3 timeouts, the last
+ * acknowledgement 2.7 s old).
+ */
+inline bool lane_stuck(uint32_t unacked, uint64_t queued_bytes, uint32_t timeouts,
+                       uint32_t last_ack_ms, uint64_t stall_us)
+{
+    return (unacked != 0 || queued_bytes != 0) && timeouts >= 2 &&
+           (uint64_t)last_ack_ms * 1000 >= stall_us;
+}
+
 } // namespace mr
 } // namespace dualrail

@@ -347,10 +347,22 @@ void Mr::dump_peer(const Peer *p, uint64_t now)
         p->recvs.size(), p->unexpected.size(), p->flat_live);
     for (size_t i = 0; i < planes.size(); ++i) {
         const Link *l = p->links[i].get();
-        log(DR_LOG_INFO, "  plane %zu: %s gen %u, ep %s, %u in flight, %zu queued, progress %.2f s "
-            "ago, ping %s", i, l->state == DR_LINK_UP ? "up" : "down", l->gen,
-            l->ep == nullptr ? "none" : l->ep_failed ? "failed" : "open", l->inflight,
-            l->queue.size(), (double)age_us(now, l->last_progress) / 1e6, l->ping_out ? "out" : "-");
+        log(DR_LOG_INFO,
+            "  plane %zu: %s gen %u, ep %s, %u in flight, %zu queued, progress %.2f s "
+            "ago, ping %s, %s",
+            i, l->state == DR_LINK_UP ? "up" : "down", l->gen,
+            l->ep == nullptr ? "none"
+            : l->ep_failed   ? "failed"
+                             : "open",
+            l->inflight, l->queue.size(), (double)age_us(now, l->last_progress) / 1e6,
+            l->ping_out ? "out" : "-", lane_text(l).c_str());
+    }
+    for (uint32_t k = 0; p->flat && k < kFlatSlots; ++k) {
+        const FlatSend &f = p->flat[k];
+        if (f.live) {
+            log(DR_LOG_INFO, "  flat send key %#llx msg %u: %u B on plane %u, %u op(s) out",
+                (unsigned long long)f.key, f.msg_id, f.len, f.plane, f.ops);
+        }
     }
     for (const Req *r : p->sends) {
         uint32_t on[DR_MAX_PLANES] = {};

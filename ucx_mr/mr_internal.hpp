@@ -752,6 +752,7 @@ struct Mr {
     void lane_close(Link *l); /* l declared down, its peer re-registered, the end */
     void lane_fail(Link *l, int err);              /* ended or failed: l goes down if up */
     void lane_watch(Link *l, uint64_t now);        /* the watchdog's look: frames stuck in TCP */
+    std::string lane_text(const Link *l) const;    /* its state and its socket's, for dump_peer */
 
     /* mr_acks.cc */
     void ctrl_post(Link *l, MsgType type, uint64_t key, uint32_t msg_id, uint32_t aux,

@@ -48,7 +48,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -56,6 +58,7 @@
 #include <cstring>
 #include <string>
 
+#include "health_rules.hpp"
 #include "mr_internal.hpp"
 
 namespace dualrail {
@@ -448,11 +451,8 @@ void Mr::lane_watch(Link *l, uint64_t now)
 {
     /* The watchdog's pings travel on UCP's connection and are answered while a lane frame
      * sits in TCP's retransmission backoff (seconds after a few flaps of the link: a call of
-     * 3.1 s and a first down 6 s after the fault in failover_flap_whole, before this rule).
-     * Data outstanding, retransmitted twice in a row (two retransmission timeouts, 600 ms
-     * or more at Linux's 200 ms minimum) and no acknowledgement from the peer's kernel for
-     * the stall timeout: the path is broken, not the peer busy (its kernel acknowledges
-     * for it, and a shut receive window is probed, not retransmitted). */
+     * 3.1 s and a first down 6 s after the fault in failover_flap_whole, before this rule),
+     * or unsent in this host's TCP (health_rules.hpp, lane_stuck). */
     Lane &n = l->lane;
     if (n.st != Lane::St::kReady || n.sent == 0 || now - n.watched_at < kLaneWatchUs) {
         return;
@@ -463,14 +463,49 @@ void Mr::lane_watch(Link *l, uint64_t now)
     if (getsockopt(n.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
         return;
     }
-    if (ti.tcpi_unacked != 0 && ti.tcpi_backoff >= 2 &&
-        (uint64_t)ti.tcpi_last_ack_recv * 1000 >= stall_us) {
+    int queued = 0; /* bytes not yet acknowledged, sent or not (asked only when none is sent) */
+    if (ti.tcpi_unacked == 0 && (ti.tcpi_backoff < 2 || ioctl(n.fd, SIOCOUTQ, &queued) != 0)) {
+        queued = 0;
+    }
+    if (lane_stuck(ti.tcpi_unacked, queued > 0 ? (uint64_t)queued : 0, ti.tcpi_backoff,
+                   ti.tcpi_last_ack_recv, stall_us)) {
         log(DR_LOG_INFO,
-            "peer %u plane %d: direct lane: data unacknowledged for %u ms, %u "
-            "retransmission timeouts",
-            l->peer, l->plane, ti.tcpi_last_ack_recv, ti.tcpi_backoff);
+            "peer %u plane %d: direct lane: data %s, no acknowledgement for %u ms, %u timeouts",
+            l->peer, l->plane, ti.tcpi_unacked != 0 ? "unacknowledged" : "unsent",
+            ti.tcpi_last_ack_recv, ti.tcpi_backoff);
         lane_fail(l, ETIMEDOUT);
     }
+}
+
+std::string Mr::lane_text(const Link *l) const
+{
+    const Lane &n = l->lane;
+    switch (n.st) {
+    case Lane::St::kNone:
+        return "lane none";
+    case Lane::St::kConnecting:
+        return "lane connecting";
+    case Lane::St::kHello:
+        return "lane awaiting hello";
+    case Lane::St::kReady:
+        break;
+    }
+    /* What the kernel holds either way: frames unread here, ours unacknowledged or unsent. */
+    int unread = -1, queued = -1;
+    (void)ioctl(n.fd, FIONREAD, &unread);
+    (void)ioctl(n.fd, SIOCOUTQ, &queued);
+    tcp_info ti{};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(n.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+        ti = tcp_info{};
+    }
+    char text[256];
+    snprintf(text, sizeof(text),
+             "lane ready (%llu frame(s) sent), %d B unread, %d B not acknowledged (%u "
+             "segment(s) out, last ack %u ms ago, %u timeout(s), rto %u ms), %u B held",
+             (unsigned long long)n.sent, unread, queued, ti.tcpi_unacked, ti.tcpi_last_ack_recv,
+             ti.tcpi_backoff, ti.tcpi_rto / 1000, n.pend_len - n.pend_off);
+    return text;
 }
 
 void Mr::lane_close(Link *l)

@@ -4,6 +4,11 @@
  * plane, inside the same progress call) is not silent. Before, `now - last_progress`
  * wrapped to about 2^64 us: the link asked for a ping and, waited on, counted as silent
  * past the peer timeout, so a peer whose only live plane had just delivered was failed.
+ *
+ * The direct lane's stall rule (lane_stuck): a frame the kernel never sent (written while
+ * the plane's device was down: nothing unacknowledged, only bytes queued, the zero-window
+ * probe timer backing off) counts as stuck. Before, the rule looked at unacknowledged
+ * segments alone, and such a frame stalled a call for 3-4 s in failover_flap_whole.
  */
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +17,7 @@
 #include "health_rules.hpp"
 
 using dualrail::mr::age_us;
+using dualrail::mr::lane_stuck;
 using dualrail::mr::LinkWatch;
 using dualrail::mr::watch_link;
 
@@ -54,6 +60,17 @@ int main()
     CHECK(!w.silent, "silent with the peer timeout off");
     w = watch_link(now, 0, now - 4000000, false, true, kProbe, kPeerTimeout);
     CHECK(w.silent && w.ping, "a link never heard from since the call began 4 s ago");
+
+    /* The lane: (unacknowledged segments, bytes queued, timeouts, last ack ms, stall us). */
+    const uint64_t kStall = 500000;
+    CHECK(lane_stuck(0, 1960, 3, 2708, kStall),
+          "a frame never sent (0 unacknowledged, 1960 B queued, 3 timeouts, no ack for 2.7 s)");
+    CHECK(lane_stuck(2, 1960, 2, 720, kStall), "frames unacknowledged, 2 timeouts, 0.72 s");
+    CHECK(!lane_stuck(0, 0, 3, 2708, kStall), "an idle lane after an old backoff");
+    CHECK(!lane_stuck(1, 1960, 1, 900, kStall), "one timeout only (a single loss)");
+    CHECK(!lane_stuck(0, 1960, 4, 100, kStall),
+          "bytes queued behind a shut window whose probes are answered");
+    CHECK(!lane_stuck(1, 1960, 2, 400, kStall), "acknowledged within the stall timeout");
 
     return dualrail::test::check_report();
 }
