@@ -146,10 +146,13 @@ case $coll in
 esac
 # First down after the fault: a single cut is caught within 3 s; a flapping plane only
 # once an outage outlasts detection (0.6 s), which a 0.3 s flap does only when TCP's
-# retransmission backoff stretches it: anywhere within the flapping.
+# retransmission backoff stretches it: anywhere within the flapping, and up to 1 s after
+# its end for a stall that began in its last outage (the stall timeout, 0.5 s, the pings'
+# interval and the watchdog's looks; seen: 6.12 and 6.18 s after the fault of a 6 s
+# flapping, with no call slower than 0.66 s).
 if [ -z "$detect_max" ]; then
   if [ "$mode" = flap ]; then
-    detect_max=$(awk -v c="$flap_count" -v d="$flap_down" -v u="$flap_up" 'BEGIN { printf "%.1f", c * (d + u) }')
+    detect_max=$(awk -v c="$flap_count" -v d="$flap_down" -v u="$flap_up" 'BEGIN { printf "%.1f", c * (d + u) + 1 }')
   else
     detect_max=3
   fi
