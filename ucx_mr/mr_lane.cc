@@ -447,6 +447,13 @@ void Mr::lane_fail(Link *l, int err)
     }
 }
 
+/* The kernel's TCP state of a lane's socket (lane_watch, lane_text). */
+static bool lane_tcp_info(int fd, tcp_info *ti)
+{
+    socklen_t len = sizeof(*ti);
+    return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0;
+}
+
 void Mr::lane_watch(Link *l, uint64_t now)
 {
     /* The watchdog's pings travel on UCP's connection and are answered while a lane frame
@@ -459,12 +466,11 @@ void Mr::lane_watch(Link *l, uint64_t now)
     }
     n.watched_at = now;
     tcp_info ti{};
-    socklen_t len = sizeof(ti);
-    if (getsockopt(n.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+    if (!lane_tcp_info(n.fd, &ti)) {
         return;
     }
     int queued = 0; /* bytes not yet acknowledged, sent or not (asked only when none is sent) */
-    if (ti.tcpi_unacked == 0 && (ti.tcpi_backoff < 2 || ioctl(n.fd, SIOCOUTQ, &queued) != 0)) {
+    if (ti.tcpi_unacked == 0 && ti.tcpi_backoff >= 2 && ioctl(n.fd, SIOCOUTQ, &queued) != 0) {
         queued = 0;
     }
     if (lane_stuck(ti.tcpi_unacked, queued > 0 ? (uint64_t)queued : 0, ti.tcpi_backoff,
@@ -495,8 +501,7 @@ std::string Mr::lane_text(const Link *l) const
     (void)ioctl(n.fd, FIONREAD, &unread);
     (void)ioctl(n.fd, SIOCOUTQ, &queued);
     tcp_info ti{};
-    socklen_t len = sizeof(ti);
-    if (getsockopt(n.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+    if (!lane_tcp_info(n.fd, &ti)) {
         ti = tcp_info{};
     }
     char text[256];
