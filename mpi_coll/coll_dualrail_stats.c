@@ -242,11 +242,15 @@ void mca_coll_dualrail_stats_print(void)
     if (n < (int)sizeof(table)) {
         dr_mr_work_stats_t w;
         dr_mr_work(cm->mr, &w);
-        n += snprintf(table + n, sizeof(table) - (size_t)n,
-                      "  small messages: %llu sent flat, %llu taken (%llu landed in a waiting "
-                      "buffer)\n",
-                      (unsigned long long)w.flat_sends, (unsigned long long)w.takes,
-                      (unsigned long long)w.landed);
+        n += snprintf(
+            table + n, sizeof(table) - (size_t)n,
+            "  small messages: %llu sent flat, %llu taken (%llu landed in a waiting "
+            "buffer)\n"
+            "  weights: %llu acknowledgement(s) with delivery spans, %llu vague, %llu left "
+            "out of the samples\n",
+            (unsigned long long)w.flat_sends, (unsigned long long)w.takes,
+            (unsigned long long)w.landed, (unsigned long long)w.span_acks,
+            (unsigned long long)w.vague_acks, (unsigned long long)w.vague_skipped);
     }
     /* Calls per collective kind, summed over the communicators freed so far (all of them at
      * finalize): which collectives ran here at all, and how many went to the previous module. */

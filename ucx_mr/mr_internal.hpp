@@ -230,6 +230,10 @@ struct Seg {
 struct RecvTiming {
     uint64_t first[DR_MAX_PLANES] = {}; /* 0: nothing arrived on the plane */
     uint64_t last[DR_MAX_PLANES] = {};
+    /* How late each of the two stamps may be: the time since the progress call before the
+     * one that saw the arrival (Mr::poll_gap) */
+    uint64_t first_late[DR_MAX_PLANES] = {};
+    uint64_t last_late[DR_MAX_PLANES] = {};
 };
 
 struct Req {
@@ -386,6 +390,7 @@ struct Peer {
     std::string host;                          /* the peer's hostname, for messages */
     std::unique_ptr<Link> links[DR_MAX_PLANES];
     uint32_t next_msg_id = 1;
+    uint64_t w_moved_at = 0; /* a link's learned rate last moved (weights_tick) */
     uint32_t rr = 0;
     /* The plane the peer's last small message came on: the peer picks its small-message
      * plane from its own weights toward us, which may differ from ours toward it, and a
@@ -504,6 +509,7 @@ struct Mr {
     uint64_t finished = 0;
     uint64_t cold_polled_at = 0;  /* when dr_mr_progress last polled every plane */
     uint64_t progress_at = 0;     /* when the last dr_mr_progress call began */
+    uint64_t poll_gap = 0;        /* clock - the previous call's: an arrival's uncertainty */
     int epfd = -1;                /* epoll set of the planes' wakeup descriptors */
     std::string last_error;
     uint64_t last_watchdog = 0;
@@ -776,6 +782,7 @@ struct Mr {
     void weights_apply(Peer *p, uint64_t now);
     void timing_note(RecvTiming &t, int plane, uint64_t len, uint64_t at);
     void ack_post(Link *l, const Req *r);
+    bool weights_settled(const Peer *p) const; /* links up, none back or moved lately */
     void weights_on_ack(Peer *p, const Req *r, const WireHdr &h);
 
     /* mr_health.cc */

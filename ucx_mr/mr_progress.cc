@@ -40,6 +40,7 @@ extern "C" int dr_mr_progress(dr_mr_t *mr)
      * plane answered, and its peer declared the healthy plane down (the stall rule);
      * UCX 1.13 asserted in the re-admission that followed, and an allreduce failed. */
     const bool back = mr->clock - mr->progress_at > kHotUs;
+    mr->poll_gap = mr->clock - mr->progress_at;
     mr->progress_at = mr->clock;
     const bool all = mr->clock - mr->cold_polled_at >= kColdPollUs || back;
     if (all) {

@@ -4,8 +4,9 @@
  *
  *   deliver (receiver)  each plane's first and last arrival of a message (timing_note)
  *   kAck                carries each plane's delivery span and finish (ack_post),
- *                       aux = kAckSpans (fields a kAck did not use: an older
- *                       peer sends 0 there and is not measured); planes 0-3
+ *                       aux = kAckSpans, with kAckVague for a vague message
+ *                       (fields a kAck did not use: an older peer sends 0
+ *                       there and is not measured); planes 0-3
  *   kAck (sender)       bytes each plane carried, its span and finish -> the
  *                       estimator (dr_weights_message: timed planes by their span,
  *                       the others balanced by finish against a timed one)
@@ -36,8 +37,11 @@ constexpr uint64_t kTickUs = 25000;
 constexpr double kLogFactor = 2.0;
 /* ...at most one per link this often (a flapping rate must not flood the log). */
 constexpr uint64_t kLogEveryUs = 1000000;
-/* aux of a kAck whose total/offset carry delivery spans ("DS"). */
+/* aux of a kAck whose total/offset carry delivery spans ("DS"), in its lower 16 bits; the
+ * upper ones flag a message whose spans are vague (dr_weights_span_vague; an older peer
+ * sends none). */
 constexpr uint32_t kAckSpans = 0x4453;
+constexpr uint32_t kAckVague = 1u << 16;
 /* Span unit: 16 bits of 32 us reach 2.1 s (longer spans saturate: a rate underestimated on
  * a plane that slow anyway) at 1 % resolution for a 3 ms span (a 256 KiB segment at
  * 700 Mbit/s). */
@@ -47,6 +51,14 @@ constexpr uint64_t kSpanUnitUs = 32;
  * burst: the lab's tbf lets 4 ms worth, at least 64 KiB, through at once); below this the
  * span is a few milliseconds, the order of a loaded receiver's progress jitter. */
 constexpr uint64_t kMinTimedBytes = 128 * 1024;
+/* How long after a link of the peer came back every sample counts (the climb of a
+ * re-admitted plane: 2-3 s on the lab)... */
+constexpr uint64_t kVagueQuietUs = 5000000;
+/* ...and after a link's learned rate moved (dr_weights_rate_moved: a plane cut or raised,
+ * which the estimator follows in about a second with every span; leaving vague ones out
+ * after the restore of perf/unequal_planes.sh took its climb from 2.1-2.4 s to 2.9-3.0 s in
+ * some runs). A move while unsettled extends the time: the climb goes on. */
+constexpr uint64_t kMovedQuietUs = 2000000;
 
 void Mr::weights_init(Peer *p)
 {
@@ -161,6 +173,14 @@ void Mr::weights_tick(uint64_t now)
         dr_wlink_t est[DR_MAX_PLANES];
         gather(p, n, est);
         const int changed = dr_weights_update(est, n, tick);
+        /* A link's rate that moved unsettles the peer for kMovedQuietUs (weights_settled):
+         * its vague spans count again meanwhile. */
+        for (int i = 0; i < n; ++i) {
+            if (dr_weights_rate_moved(p->links[i]->est.rate, est[i].rate)) {
+                p->w_moved_at = now;
+                break;
+            }
+        }
         scatter(p, n, est);
         if (changed) {
             if (cfg.verbose >= 2) {
@@ -210,9 +230,11 @@ void Mr::timing_note(RecvTiming &t, int plane, uint64_t len, uint64_t at)
     }
     if (t.first[plane] == 0) {
         t.first[plane] = at;
+        t.first_late[plane] = poll_gap;
     }
     if (at > t.last[plane]) {
         t.last[plane] = at;
+        t.last_late[plane] = poll_gap;
     }
 }
 
@@ -225,6 +247,9 @@ void Mr::timing_note(RecvTiming &t, int plane, uint64_t len, uint64_t at)
  *           how long the plane took for all but its first segment (whose start is not seen
  *           here: it may have waited behind an earlier message);
  *   offset  the finish: from the message's first arrival on any plane to the plane's last.
+ * A message with a vague span (an end stamped by a progress call that came long after the
+ * one before: dr_weights_span_vague) says so (kAckVague): its sender may leave it out
+ * (weights_on_ack).
  */
 void Mr::ack_post(Link *l, const Req *r)
 {
@@ -240,17 +265,41 @@ void Mr::ack_post(Link *l, const Req *r)
         return units < 1 ? 1 : units > 0xffff ? 0xffff : units;
     };
     uint64_t spans = 0, finish = 0;
+    bool vague = false;
     for (int i = 0; i < (int)planes.size() && i < 4; ++i) {
         if (t.first[i] == 0) {
             continue;
         }
         if (t.last[i] > t.first[i]) {
             spans |= pack(t.last[i] - t.first[i]) << (16 * i);
+            vague = vague ||
+                    dr_weights_span_vague(t.first_late[i], t.last_late[i], t.last[i] - t.first[i]);
         }
         finish |= pack(t.last[i] - start) << (16 * i);
     }
-    ctrl.push_back(Ctrl{l, WireHdr{kAck, (uint8_t)l->plane, kWireVersion, self, r->msg_id,
-                                   kAckSpans, r->key, spans, finish}, AckList{}});
+    const uint32_t aux = kAckSpans | (vague ? kAckVague : 0);
+    ctrl.push_back(Ctrl{
+        l,
+        WireHdr{kAck, (uint8_t)l->plane, kWireVersion, self, r->msg_id, aux, r->key, spans, finish},
+        AckList{}});
+}
+
+/* The peer's links are all up, none came back within kVagueQuietUs and no learned rate moved
+ * within kMovedQuietUs: vague samples may be left out. A re-admitted plane climbs from its
+ * cautious start by samples, and leaving the vague ones out held it below 0.9x of two planes
+ * for 3.6-3.7 s after the heal (perf/failover_timeline.sh, two runs) against 2.1 s with
+ * them; a plane cut from 500 to 250 Mbit/s under weights_degrade's 4 MiB loop, where most
+ * spans are vague, was followed 2.8-4.7 s later against 0.3-1.1 s. */
+bool Mr::weights_settled(const Peer *p) const
+{
+    for (size_t i = 0; i < planes.size(); ++i) {
+        const Link *l = p->links[i].get();
+        if (l->state != DR_LINK_UP ||
+            (l->readmitted_at != 0 && clock - l->readmitted_at < kVagueQuietUs)) {
+            return false;
+        }
+    }
+    return p->w_moved_at == 0 || clock - p->w_moved_at >= kMovedQuietUs;
 }
 
 /* The sender's side: what each plane carried after its first segment, over its span, and
@@ -258,7 +307,7 @@ void Mr::ack_post(Link *l, const Req *r)
  * plane is not the one timed). */
 void Mr::weights_on_ack(Peer *p, const Req *r, const WireHdr &h)
 {
-    if (h.aux != kAckSpans || wmode != DR_WEIGHTS_ADAPTIVE || p->w_fixed ||
+    if ((h.aux & 0xffff) != kAckSpans || wmode != DR_WEIGHTS_ADAPTIVE || p->w_fixed ||
         r->len <= cfg.min_stripe) {
         return;
     }
@@ -286,6 +335,21 @@ void Mr::weights_on_ack(Peer *p, const Req *r, const WireHdr &h)
          * shorter is balanced by its finish against a timed one (dr_weights_message). */
         const uint64_t t = bytes[i] - first[i];
         timed[i] = t >= kMinTimedBytes ? t : 0;
+    }
+    /* A vague message is left out while the peer's links are settled (weights_settled),
+     * where every plane that carried it is timed: a plane balanced by finishes (too short a
+     * stripe, as a slow plane's, or one climbing back) samples a median of several of them,
+     * and waiting for clean ones delayed its climb. */
+    const bool vague = (h.aux & kAckVague) != 0;
+    bool all_timed = true;
+    for (int i = 0; i < n; ++i) {
+        all_timed = all_timed && (bytes[i] == 0 || timed[i] != 0);
+    }
+    ++work.span_acks;
+    work.vague_acks += (uint64_t)vague;
+    if (vague && all_timed && weights_settled(p)) {
+        ++work.vague_skipped;
+        return;
     }
     /* The estimator takes the peer's links as one array (what is noted per link is copied
      * back; shares and integer weights change only in weights_tick). */

@@ -592,3 +592,14 @@ extern "C" void dr_weights_shares_for_rates(const double *rates, int n, double *
     }
     shares_from_rates(rates, up, n, shares);
 }
+
+extern "C" int dr_weights_span_vague(uint64_t first_late_us, uint64_t last_late_us,
+                                     uint64_t span_us)
+{
+    return span_us != 0 && (first_late_us + last_late_us) * DR_WEIGHTS_SPAN_SLACK > span_us;
+}
+
+extern "C" int dr_weights_rate_moved(double before, double after)
+{
+    return before > 0 && std::fabs(after - before) > DR_WEIGHTS_MOVED * before;
+}

@@ -347,6 +347,14 @@ typedef struct dr_mr_work_stats {
     /* of the takes, the ones dr_mr_take_wait had copied into the waiter's buffer on arrival
      * (not held first) */
     uint64_t landed;
+    /* acknowledgements of striped messages that carried delivery spans for the weights; of
+     * those, the ones whose spans the receiver read vaguely (it was away between progress
+     * calls: dr_weights_span_vague); and of those, the ones left out of the weights' samples
+     * (every plane that carried the message timed, the peer's links all up, none back within
+     * 5 s, no learned rate moved within 2 s) */
+    uint64_t span_acks;
+    uint64_t vague_acks;
+    uint64_t vague_skipped;
 } dr_mr_work_stats_t;
 
 void dr_mr_work(const dr_mr_t *mr, dr_mr_work_stats_t *out);

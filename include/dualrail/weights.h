@@ -88,6 +88,35 @@ typedef enum dr_weights_mode {
 dr_status_t dr_weights_parse(const char *text, int nplanes, dr_weights_mode_t *mode,
                              uint32_t *ratios, char *err, size_t errlen);
 
+/* A delivery span is a sample only when the moments that bound it are known to within
+ * 1/DR_WEIGHTS_SPAN_SLACK of it together (dr_weights_span_vague). */
+#define DR_WEIGHTS_SPAN_SLACK 8
+
+/*
+ * Whether a delivery span of span_us is too vague to be a sample: the receiver stamps an
+ * arrival when it progresses, so each end may be late by as long as it was away before
+ * (first_late_us, last_late_us: the time since its progress call before the one that saw
+ * the arrival). 1 when together they exceed span_us / DR_WEIGHTS_SPAN_SLACK, 0 otherwise
+ * (and for span_us 0: nothing timed). Under the rings that reduce, a receiver reducing a
+ * segment between progress calls reads a sixth of the spans vaguely, and they spread four
+ * times more than the others; counted, they swung the shares of two equal planes enough to
+ * cost the 16 MiB reduce-scatter a tenth of its bandwidth (Mr::weights_on_ack leaves them
+ * out while the peer's links are settled).
+ */
+int dr_weights_span_vague(uint64_t first_late_us, uint64_t last_late_us, uint64_t span_us);
+
+/* A link's learned rate moving by more than this fraction in one update is a change of the
+ * plane, not noise (dr_weights_rate_moved). */
+#define DR_WEIGHTS_MOVED 0.1
+
+/*
+ * Whether a link's learned rate moved from `before` to `after` (bytes/s) by more than
+ * DR_WEIGHTS_MOVED of `before`: 1, or 0 (and 0 where nothing was learned before). A sample
+ * moves a settled rate by 0.35 of its gap down or 0.25 up, so this is a sample 29-40 % off:
+ * the median of several messages on an unchanged plane stays well inside that.
+ */
+int dr_weights_rate_moved(double before, double after);
+
 /* One (peer, plane) link's estimator state. Zero-initialise, or dr_weights_link_init. */
 typedef struct dr_wlink {
     double rate;           /* delivered bytes/s; 0: not measured yet */

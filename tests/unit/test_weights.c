@@ -683,6 +683,53 @@ static void test_fixed_and_shares_for_rates(void **state)
     assert_true(sh[1] > 0.9 / (DR_WEIGHTS_TRICKLE + 1) && sh[1] < 1.1 / (DR_WEIGHTS_TRICKLE + 1));
 }
 
+/* A span is a sample only when its two ends' possible lateness (the receiver's time away
+ * before the progress call that saw each arrival) is under an eighth of it together. */
+static void test_span_vague(void **state)
+{
+    (void)state;
+    assert_int_equal(dr_weights_span_vague(300, 300, 4400), 1); /* 600 us of 4.4 ms: vague */
+    assert_int_equal(dr_weights_span_vague(20, 30, 4400), 0);   /* 50 us: a sample */
+    assert_int_equal(dr_weights_span_vague(0, 551, 4400), 1);   /* just past 1/8 */
+    assert_int_equal(dr_weights_span_vague(0, 550, 4400), 0);   /* exactly 1/8 */
+    assert_int_equal(dr_weights_span_vague(5000, 5000, 0), 0);  /* nothing timed */
+}
+
+/* A rate moving by more than a tenth in one update is a change of the plane. */
+static void test_rate_moved(void **state)
+{
+    (void)state;
+    assert_int_equal(dr_weights_rate_moved(60e6, 66.1e6), 1);
+    assert_int_equal(dr_weights_rate_moved(60e6, 53.9e6), 1);
+    assert_int_equal(dr_weights_rate_moved(60e6, 65.9e6), 0);
+    assert_int_equal(dr_weights_rate_moved(60e6, 54.1e6), 0);
+    assert_int_equal(dr_weights_rate_moved(60e6, 60e6), 0);
+    assert_int_equal(dr_weights_rate_moved(0, 60e6), 0); /* the first sample: not a move */
+
+    /* What the estimator makes of a plane halved: one sample at 30 MB/s moves a link learned
+     * at 60 by more than a tenth; one at 55 (noise) does not. */
+    dr_wlink_t l[2];
+    for (int k = 0; k < 2; ++k) {
+        const double sample = k == 0 ? 30e6 : 55e6;
+        dr_weights_link_init(&l[0]);
+        dr_weights_link_init(&l[1]);
+        l[0].rate = l[1].rate = 60e6;
+        l[0].samples = l[1].samples = 10;
+        for (int m = 0; m < 16; ++m) {
+            /* 256 KiB timed per message on plane 0 at the sample's rate, plane 1 at 60 */
+            const uint64_t bytes[2] = {327680, 327680}, timed[2] = {262144, 262144};
+            const uint64_t span[2] = {(uint64_t)(262144 / sample * 1e6),
+                                      (uint64_t)(262144 / 60e6 * 1e6)};
+            const uint64_t finish[2] = {span[0], span[1]};
+            dr_weights_message(l, 2, bytes, timed, span, finish, 1000 * (uint64_t)m);
+        }
+        const double before = l[0].rate;
+        dr_weights_update(l, 2, 25000);
+        assert_int_equal(dr_weights_rate_moved(before, l[0].rate), k == 0);
+        assert_int_equal(dr_weights_rate_moved(60e6, l[1].rate), 0);
+    }
+}
+
 static void test_parse(void **state)
 {
     (void)state;
@@ -748,6 +795,8 @@ int main(void)
         cmocka_unit_test(test_stretched_span),
         cmocka_unit_test(test_untimed_learns_nothing),
         cmocka_unit_test(test_fixed_and_shares_for_rates),
+        cmocka_unit_test(test_span_vague),
+        cmocka_unit_test(test_rate_moved),
         cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
