@@ -41,7 +41,8 @@ inline LinkWatch watch_link(uint64_t now, uint64_t last_progress, uint64_t busy_
 
 /*
  * The direct lane's stall rule (Mr::lane_watch), from its socket's TCP state: bytes of ours
- * the kernel holds (unacknowledged or not yet sent), at least two timeouts in a row, and no
+ * the kernel holds (unacknowledged or not yet sent), at least two timeouts in a row (or one
+ * with the next retransmission two stall timeouts away, rto_ms), and no
  * acknowledgement from the peer's kernel for the stall timeout: the path is broken, not the
  * peer busy (its kernel acknowledges for it; a shut receive window is probed, and the probes
  * are answered).
@@ -54,10 +55,16 @@ inline LinkWatch watch_link(uint64_t now, uint64_t last_progress, uint64_t busy_
  * (failover_flap_whole: a call of 4.1 s, the socket 0 unacknowledged, 3 timeouts, the last
  * acknowledgement 2.7 s old).
  */
-inline bool lane_stuck(uint32_t unacked, uint64_t queued_bytes, uint32_t timeouts,
+inline bool lane_stuck(uint32_t unacked, uint64_t queued_bytes, uint32_t timeouts, uint32_t rto_ms,
                        uint32_t last_ack_ms, uint64_t stall_us)
 {
-    return (unacked != 0 || queued_bytes != 0) && timeouts >= 2 &&
+    /* One timeout is enough where the next retransmission is two stall timeouts or more
+     * away (the RTO grown by earlier backoffs): waiting for the second timeout would hold
+     * the call longer than declaring the lane dead does. Seen under a flapping plane with a
+     * busy CPU: 1 timeout, RTO 1.4 s, no ack for 2 s, the call 2.9 s. */
+    const bool backed_off =
+        timeouts >= 2 || (timeouts >= 1 && (uint64_t)rto_ms * 1000 >= 2 * stall_us);
+    return (unacked != 0 || queued_bytes != 0) && backed_off &&
            (uint64_t)last_ack_ms * 1000 >= stall_us;
 }
 

@@ -470,11 +470,11 @@ void Mr::lane_watch(Link *l, uint64_t now)
         return;
     }
     int queued = 0; /* bytes not yet acknowledged, sent or not (asked only when none is sent) */
-    if (ti.tcpi_unacked == 0 && ti.tcpi_backoff >= 2 && ioctl(n.fd, SIOCOUTQ, &queued) != 0) {
+    if (ti.tcpi_unacked == 0 && ti.tcpi_backoff >= 1 && ioctl(n.fd, SIOCOUTQ, &queued) != 0) {
         queued = 0;
     }
     if (lane_stuck(ti.tcpi_unacked, queued > 0 ? (uint64_t)queued : 0, ti.tcpi_backoff,
-                   ti.tcpi_last_ack_recv, stall_us)) {
+                   ti.tcpi_rto / 1000, ti.tcpi_last_ack_recv, stall_us)) {
         log(DR_LOG_INFO,
             "peer %u plane %d: direct lane: data %s, no acknowledgement for %u ms, %u timeouts",
             l->peer, l->plane, ti.tcpi_unacked != 0 ? "unacknowledged" : "unsent",

@@ -61,16 +61,23 @@ int main()
     w = watch_link(now, 0, now - 4000000, false, true, kProbe, kPeerTimeout);
     CHECK(w.silent && w.ping, "a link never heard from since the call began 4 s ago");
 
-    /* The lane: (unacknowledged segments, bytes queued, timeouts, last ack ms, stall us). */
+    /* The lane: (unacknowledged segments, bytes queued, timeouts, rto ms, last ack ms, stall
+     * us). */
     const uint64_t kStall = 500000;
-    CHECK(lane_stuck(0, 1960, 3, 2708, kStall),
+    CHECK(lane_stuck(0, 1960, 3, 1600, 2708, kStall),
           "a frame never sent (0 unacknowledged, 1960 B queued, 3 timeouts, no ack for 2.7 s)");
-    CHECK(lane_stuck(2, 1960, 2, 720, kStall), "frames unacknowledged, 2 timeouts, 0.72 s");
-    CHECK(!lane_stuck(0, 0, 3, 2708, kStall), "an idle lane after an old backoff");
-    CHECK(!lane_stuck(1, 1960, 1, 900, kStall), "one timeout only (a single loss)");
-    CHECK(!lane_stuck(0, 1960, 4, 100, kStall),
+    CHECK(lane_stuck(2, 1960, 2, 800, 720, kStall), "frames unacknowledged, 2 timeouts, 0.72 s");
+    CHECK(!lane_stuck(0, 0, 3, 1600, 2708, kStall), "an idle lane after an old backoff");
+    CHECK(!lane_stuck(1, 1960, 1, 400, 900, kStall), "one timeout only (a single loss)");
+    CHECK(!lane_stuck(1, 1960, 1, 999, 900, kStall),
+          "one timeout, the next retransmission under two stall timeouts away");
+    CHECK(lane_stuck(2, 1992, 1, 1400, 2000, kStall),
+          "one timeout, but the next retransmission 1.4 s away (RTO grown by earlier "
+          "backoffs; failover_flap_whole under a busy CPU: a call of 2.9 s)");
+    CHECK(!lane_stuck(2, 1992, 1, 1400, 400, kStall), "that, acknowledged within the stall");
+    CHECK(!lane_stuck(0, 1960, 4, 3200, 100, kStall),
           "bytes queued behind a shut window whose probes are answered");
-    CHECK(!lane_stuck(1, 1960, 2, 400, kStall), "acknowledged within the stall timeout");
+    CHECK(!lane_stuck(1, 1960, 2, 800, 400, kStall), "acknowledged within the stall timeout");
 
     return dualrail::test::check_report();
 }
